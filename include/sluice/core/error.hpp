@@ -1,0 +1,81 @@
+// sluice::error and sluice::errc: the one exception type every host-side component throws.
+// A std::system_error, so callers can test `e.code() == sluice::errc::timeout` portably.
+#pragma once
+
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace sluice {
+
+/// Why an operation failed. Values are stable: they may appear in logs and on the wire.
+enum class errc : int {
+  invalid_argument = 1,  ///< a policy value or argument outside its documented range
+  size_mismatch,         ///< spans, layouts or buffers whose sizes disagree
+  malformed_message,     ///< a peer's bytes failed validation (never trusted)
+  timeout,               ///< a deadline passed before the operation completed
+  peer_lost,             ///< a peer closed, crashed or was declared dead
+  non_finite,            ///< NaN or Inf where the chosen policy forbids it
+  unsupported,           ///< a valid request this build or configuration cannot serve
+};
+
+namespace detail {
+class error_category_impl final : public std::error_category {
+ public:
+  [[nodiscard]] char const* name() const noexcept override { return "sluice"; }
+  [[nodiscard]] std::string message(int ev) const override {
+    switch (static_cast<errc>(ev)) {
+      case errc::invalid_argument:
+        return "invalid argument";
+      case errc::size_mismatch:
+        return "size mismatch";
+      case errc::malformed_message:
+        return "malformed message";
+      case errc::timeout:
+        return "timeout";
+      case errc::peer_lost:
+        return "peer lost";
+      case errc::non_finite:
+        return "non-finite value";
+      case errc::unsupported:
+        return "unsupported";
+    }
+    return "unknown sluice error";
+  }
+};
+}  // namespace detail
+
+/// The category of every sluice::errc; one instance per program.
+inline std::error_category const& error_category() noexcept {
+  static detail::error_category_impl const instance;
+  return instance;
+}
+
+inline std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), error_category()}; }
+
+/// The exception thrown by host code. what() reads "<context>: <errc message>".
+class error : public std::system_error {
+ public:
+  error(errc e, std::string const& what) : std::system_error(make_error_code(e), what) {}
+  [[nodiscard]] errc kind() const noexcept { return static_cast<errc>(code().value()); }
+};
+
+/// Throws sluice::error with a fmt-formatted message. Kept out of line of hot loops by [[noreturn]].
+template <class... Args>
+[[noreturn]] void throw_error(errc e, fmt::format_string<Args...> f, Args&&... args) {
+  throw error(e, fmt::format(f, std::forward<Args>(args)...));
+}
+
+/// Throws `e` with the message when `cond` is false; the message is formatted only on failure.
+template <class... Args>
+void require(bool cond, errc e, fmt::format_string<Args...> f, Args&&... args) {
+  if (!cond) [[unlikely]]
+    throw_error(e, f, std::forward<Args>(args)...);
+}
+
+}  // namespace sluice
+
+template <>
+struct std::is_error_code_enum<sluice::errc> : std::true_type {};

@@ -1,0 +1,134 @@
+// sparse_view: the sparse gradient vocabulary shared by codecs, collectives and optimizers —
+// sorted unique indices, their values, and the dense extent they index into.
+#pragma once
+
+#include <algorithm>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include <sluice/core/error.hpp>
+
+namespace sluice {
+
+/// Index types a sparse_view may use: uint32_t (tensors up to 2^32 elements) or uint64_t.
+template <class I>
+concept SparseIndex = std::same_as<I, std::uint32_t> || std::same_as<I, std::uint64_t>;
+
+/// A non-owning sparse tensor. With block_size == 1, `indices[j]` is an element index and
+/// `values[j]` its value. With block_size == B > 1, `indices[j]` names the block of elements
+/// [indices[j]*B, min((indices[j]+1)*B, extent)) and `values[j*B .. j*B+B)` holds that block;
+/// entries of a partial last block that fall past `extent` are padding and are ignored.
+/// Invariant (checked by validate()): indices strictly increasing and in range.
+/// T may be const-qualified for read-only views.
+template <class T, SparseIndex Index = std::uint32_t>
+struct sparse_view {
+  using value_type = std::remove_cv_t<T>;
+  using index_type = Index;
+
+  std::span<Index const> indices;  ///< strictly increasing; element or block indices
+  std::span<T> values;             ///< indices.size() * block_size entries
+  std::size_t extent = 0;          ///< number of elements of the dense tensor
+  std::size_t block_size = 1;      ///< elements per index, >= 1
+
+  /// Number of index entries (blocks or elements).
+  [[nodiscard]] constexpr std::size_t nnz() const noexcept { return indices.size(); }
+  /// Number of blocks the dense extent is divided into.
+  [[nodiscard]] constexpr std::size_t block_count() const noexcept {
+    return block_size == 0 ? 0 : (extent + block_size - 1) / block_size;
+  }
+
+  /// Implicit conversion to a read-only view.
+  constexpr operator sparse_view<T const, Index>() const noexcept requires(!std::is_const_v<T>) {
+    return {indices, values, extent, block_size};
+  }
+
+  /// Throws errc::invalid_argument or errc::size_mismatch when the invariant does not hold.
+  /// `what` names the tensor in the message. O(nnz).
+  void validate(std::string_view what = "sparse_view") const {
+    require(block_size >= 1, errc::invalid_argument, "{}: block_size must be >= 1", what);
+    require(values.size() == indices.size() * block_size, errc::size_mismatch,
+            "{}: {} values for {} indices of block size {}", what, values.size(), indices.size(), block_size);
+    std::size_t const limit = block_count();
+    for (std::size_t j = 0; j < indices.size(); ++j) {
+      require(indices[j] < limit, errc::invalid_argument, "{}: index {} at position {} is out of range [0, {})", what,
+              static_cast<std::uint64_t>(indices[j]), j, limit);
+      require(j == 0 || indices[j - 1] < indices[j], errc::invalid_argument,
+              "{}: indices not strictly increasing at position {} ({} after {})", what, j,
+              static_cast<std::uint64_t>(indices[j]), static_cast<std::uint64_t>(indices[j - 1]));
+    }
+  }
+};
+
+/// Owning storage for a sparse tensor; capacity grows only on demand, so a buffer reused with
+/// the same or smaller nnz never reallocates.
+template <class T, SparseIndex Index = std::uint32_t>
+class sparse_buffer {
+ public:
+  sparse_buffer() = default;
+  sparse_buffer(std::size_t extent, std::size_t block_size = 1) : extent_(extent), block_size_(block_size) {
+    require(block_size >= 1, errc::invalid_argument, "sparse_buffer: block_size must be >= 1");
+  }
+
+  /// Sets the number of entries; contents of new entries are value-initialized.
+  void resize(std::size_t nnz) {
+    indices_.resize(nnz);
+    values_.resize(nnz * block_size_);
+  }
+  /// Ensures room for `nnz` entries without reallocating later.
+  void reserve(std::size_t nnz) {
+    indices_.reserve(nnz);
+    values_.reserve(nnz * block_size_);
+  }
+  /// Changes the dense extent and block size; keeps capacity, empties the contents.
+  void reset(std::size_t extent, std::size_t block_size = 1) {
+    require(block_size >= 1, errc::invalid_argument, "sparse_buffer: block_size must be >= 1");
+    extent_ = extent;
+    block_size_ = block_size;
+    indices_.clear();
+    values_.clear();
+  }
+
+  [[nodiscard]] std::size_t nnz() const noexcept { return indices_.size(); }
+  [[nodiscard]] std::size_t extent() const noexcept { return extent_; }
+  [[nodiscard]] std::size_t block_size() const noexcept { return block_size_; }
+  [[nodiscard]] std::span<Index> indices() noexcept { return indices_; }
+  [[nodiscard]] std::span<Index const> indices() const noexcept { return indices_; }
+  [[nodiscard]] std::span<T> values() noexcept { return values_; }
+  [[nodiscard]] std::span<T const> values() const noexcept { return values_; }
+
+  [[nodiscard]] sparse_view<T, Index> view() noexcept { return {indices_, values_, extent_, block_size_}; }
+  [[nodiscard]] sparse_view<T const, Index> view() const noexcept { return {indices_, values_, extent_, block_size_}; }
+
+  friend bool operator==(sparse_buffer const&, sparse_buffer const&) = default;
+
+ private:
+  std::vector<Index> indices_;
+  std::vector<T> values_;
+  std::size_t extent_ = 0;
+  std::size_t block_size_ = 1;
+};
+
+/// Scatters a sparse view into a dense span: dense[i] = value (overwrite, other entries untouched)
+/// or dense[i] += value (accumulate). Validates sizes; indices are assumed validated.
+template <class T, SparseIndex Index, class U>
+void scatter(sparse_view<T const, Index> s, std::span<U> dense, bool accumulate) {
+  require(dense.size() == s.extent, errc::size_mismatch, "scatter: dense size {} != extent {}", dense.size(), s.extent);
+  std::size_t const b = s.block_size;
+  for (std::size_t j = 0; j < s.indices.size(); ++j) {
+    std::size_t const base = static_cast<std::size_t>(s.indices[j]) * b;
+    std::size_t const len = std::min(b, s.extent - base);
+    for (std::size_t e = 0; e < len; ++e) {
+      if (accumulate)
+        dense[base + e] = static_cast<U>(static_cast<float>(dense[base + e]) + static_cast<float>(s.values[j * b + e]));
+      else
+        dense[base + e] = static_cast<U>(s.values[j * b + e]);
+    }
+  }
+}
+
+}  // namespace sluice

@@ -1,0 +1,338 @@
+// The sluice wire frame: a fixed 80-byte little-endian header followed by up to four sections,
+// each padded to 8 bytes, all covered by a 64-bit checksum. The reader validates every field
+// before handing out a byte, so a decoder never sees a length it has to distrust.
+//
+//   off size field
+//     0   4  magic "SLCE"
+//     4   2  format version (wire::version)
+//     6   2  header bytes (80)
+//     8   2  codec id (wire::codec_id)
+//    10   1  element type (sluice::element_type)
+//    11   1  flags (codec-defined)
+//    12   1  section count (0..4)
+//    13   3  reserved, zero
+//    16   8  tensor or bucket id
+//    24   8  step
+//    32   8  extent (dense elements)
+//    40  32  section lengths, 4 x u64 (unused ones zero)
+//    72   8  checksum of bytes [0, 72) and the whole payload
+//    80      sections, each followed by zero padding to a multiple of 8
+#pragma once
+
+#include <array>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <span>
+#include <string_view>
+
+#include <sluice/core/element.hpp>
+#include <sluice/core/error.hpp>
+
+namespace sluice::wire {
+
+inline constexpr std::uint32_t magic = 0x45434C53u;  // "SLCE" read as little-endian u32
+inline constexpr std::uint16_t version = 1;          ///< the newest format this build writes and reads
+inline constexpr std::size_t header_bytes = 80;
+inline constexpr std::size_t max_sections = 4;
+inline constexpr std::size_t section_alignment = 8;
+
+/// Who produced a message. Values are stable across versions.
+enum class codec_id : std::uint16_t {
+  none = 0,  ///< control and test messages
+  identity = 1,
+  cast = 2,
+  top_k = 3,
+  threshold_top_k = 4,
+  block_top_k = 5,
+  random_k = 6,
+  sign = 7,
+  qsgd = 8,
+  maxmin_quantize = 9,
+  power_sgd = 10,
+  dense = 32,   ///< raw dense values (collectives)
+  sparse = 33,  ///< indices + values (collectives)
+};
+
+/// The decoded header. `sections` are lengths in bytes without padding.
+struct header {
+  codec_id codec = codec_id::none;
+  element_type element = element_type::f32;
+  std::uint8_t flags = 0;
+  std::uint64_t tensor = 0;
+  std::uint64_t step = 0;
+  std::uint64_t extent = 0;
+  friend constexpr bool operator==(header const&, header const&) = default;
+};
+
+/// Bytes a section of `n` bytes occupies including padding.
+constexpr std::size_t padded(std::size_t n) noexcept { return (n + section_alignment - 1) & ~(section_alignment - 1); }
+
+/// Exact frame size for the given section lengths.
+constexpr std::size_t frame_bytes(std::span<std::size_t const> section_lengths) noexcept {
+  std::size_t total = header_bytes;
+  for (std::size_t n : section_lengths) total += padded(n);
+  return total;
+}
+constexpr std::size_t frame_bytes(std::initializer_list<std::size_t> section_lengths) noexcept {
+  return frame_bytes(std::span<std::size_t const>(section_lengths.begin(), section_lengths.size()));
+}
+
+namespace detail {
+
+template <class U>
+inline U load(std::byte const* p) noexcept {
+  U v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <class U>
+inline void store(std::byte* p, U v) noexcept {
+  std::memcpy(p, &v, sizeof v);
+}
+
+// Four-lane multiply-rotate checksum over 64-bit words (the structure of xxHash64's main loop).
+// Detects any single corrupted byte and almost every multi-byte corruption; not a MAC: use
+// CurveZMQ (transport/zmq) when peers may be hostile rather than merely faulty.
+inline constexpr std::uint64_t p1 = 0x9E3779B185EBCA87ull, p2 = 0xC2B2AE3D27D4EB4Full, p3 = 0x165667B19E3779F9ull;
+
+inline std::uint64_t round(std::uint64_t acc, std::uint64_t w) noexcept {
+  acc += w * p2;
+  acc = std::rotl(acc, 31);
+  return acc * p1;
+}
+
+struct checksum_state {
+  std::array<std::uint64_t, 4> acc{p1 + p2, p2, 0, 0 - p1};
+  std::uint64_t length = 0;
+
+  void update(std::span<std::byte const> bytes) noexcept {
+    // Callers feed whole 8-byte multiples except possibly the last chunk.
+    std::byte const* p = bytes.data();
+    std::size_t n = bytes.size();
+    length += n;
+    while (n >= 32) {
+      for (int l = 0; l < 4; ++l)
+        acc[static_cast<std::size_t>(l)] = round(acc[static_cast<std::size_t>(l)], load<std::uint64_t>(p + 8 * l));
+      p += 32;
+      n -= 32;
+    }
+    std::size_t lane = 0;
+    while (n >= 8) {
+      acc[lane] = round(acc[lane], load<std::uint64_t>(p));
+      lane = (lane + 1) & 3;
+      p += 8;
+      n -= 8;
+    }
+    if (n > 0) {
+      std::uint64_t tail = 0;
+      std::memcpy(&tail, p, n);
+      acc[lane] = round(acc[lane], tail ^ (static_cast<std::uint64_t>(n) << 56));
+    }
+  }
+
+  [[nodiscard]] std::uint64_t finish() const noexcept {
+    std::uint64_t h = std::rotl(acc[0], 1) + std::rotl(acc[1], 7) + std::rotl(acc[2], 12) + std::rotl(acc[3], 18);
+    h ^= length * p3;
+    h ^= h >> 33;
+    h *= p2;
+    h ^= h >> 29;
+    h *= p3;
+    h ^= h >> 32;
+    return h;
+  }
+};
+
+inline std::uint64_t frame_checksum(std::span<std::byte const> frame) noexcept {
+  checksum_state s;
+  s.update(frame.first(72));
+  s.update(frame.subspan(header_bytes));
+  return s.finish();
+}
+
+}  // namespace detail
+
+/// Builds one frame in a caller-owned buffer: header first (written by finish()), then sections in
+/// order. Usage: `writer w(out, h); auto s = w.next(); ...fill s...; w.commit(n); w.finish();`
+/// Never writes outside `out`; too small a buffer is errc::size_mismatch.
+class writer {
+ public:
+  writer(std::span<std::byte> out, header const& h) : out_(out), header_(h), pos_(header_bytes) {
+    require(out.size() >= header_bytes, errc::size_mismatch,
+            "wire::writer: buffer of {} bytes is smaller than the {}-byte header", out.size(), header_bytes);
+  }
+
+  /// The free space where the next section goes.
+  [[nodiscard]] std::span<std::byte> next() const noexcept { return out_.subspan(pos_); }
+
+  /// Closes the next section at `n` bytes and pads it with zeros.
+  void commit(std::size_t n) {
+    require(count_ < max_sections, errc::invalid_argument, "wire::writer: more than {} sections", max_sections);
+    require(n <= out_.size() - pos_ && padded(n) <= out_.size() - pos_, errc::size_mismatch,
+            "wire::writer: section {} of {} bytes (padded {}) overflows the buffer ({} bytes left)", count_, n,
+            padded(n), out_.size() - pos_);
+    std::memset(out_.data() + pos_ + n, 0, padded(n) - n);
+    lengths_[count_++] = n;
+    pos_ += padded(n);
+  }
+
+  /// Copies `bytes` as the next section.
+  void write(std::span<std::byte const> bytes) {
+    require(bytes.size() <= out_.size() - pos_, errc::size_mismatch,
+            "wire::writer: section of {} bytes overflows the buffer", bytes.size());
+    if (!bytes.empty()) std::memcpy(out_.data() + pos_, bytes.data(), bytes.size());
+    commit(bytes.size());
+  }
+
+  /// Writes the header and checksum; returns the frame size in bytes.
+  std::size_t finish() noexcept {
+    std::byte* o = out_.data();
+    detail::store<std::uint32_t>(o + 0, magic);
+    detail::store<std::uint16_t>(o + 4, version);
+    detail::store<std::uint16_t>(o + 6, static_cast<std::uint16_t>(header_bytes));
+    detail::store<std::uint16_t>(o + 8, static_cast<std::uint16_t>(header_.codec));
+    detail::store<std::uint8_t>(o + 10, static_cast<std::uint8_t>(header_.element));
+    detail::store<std::uint8_t>(o + 11, header_.flags);
+    detail::store<std::uint8_t>(o + 12, static_cast<std::uint8_t>(count_));
+    std::memset(o + 13, 0, 3);
+    detail::store<std::uint64_t>(o + 16, header_.tensor);
+    detail::store<std::uint64_t>(o + 24, header_.step);
+    detail::store<std::uint64_t>(o + 32, header_.extent);
+    for (std::size_t i = 0; i < max_sections; ++i)
+      detail::store<std::uint64_t>(o + 40 + 8 * i, i < count_ ? lengths_[i] : 0);
+    detail::store<std::uint64_t>(o + 72, detail::frame_checksum(out_.first(pos_)));
+    return pos_;
+  }
+
+  /// Bytes used so far, header included.
+  [[nodiscard]] std::size_t size() const noexcept { return pos_; }
+
+ private:
+  std::span<std::byte> out_;
+  header header_;
+  std::size_t pos_;
+  std::array<std::size_t, max_sections> lengths_{};
+  std::size_t count_ = 0;
+};
+
+/// What a receiver expects of a frame; unset fields are not checked.
+struct expectation {
+  std::optional<codec_id> codec{};
+  std::optional<element_type> element{};
+  std::optional<std::uint64_t> tensor{};
+  std::optional<std::uint64_t> step{};
+  std::optional<std::uint64_t> extent{};
+  std::optional<std::size_t> sections{};  ///< exact section count
+};
+
+/// A validated frame: its header and its sections (views into the caller's bytes).
+struct frame {
+  header head;
+  std::array<std::span<std::byte const>, max_sections> sections{};
+  std::size_t section_count = 0;
+  std::size_t size = 0;  ///< frame bytes
+
+  /// Section i; errc::malformed_message if the frame has fewer sections.
+  [[nodiscard]] std::span<std::byte const> section(std::size_t i) const {
+    require(i < section_count, errc::malformed_message, "frame has {} sections, section {} was asked for",
+            section_count, i);
+    return sections[i];
+  }
+};
+
+/// Validates `bytes` as exactly one frame and returns views of its sections. Checks, in order:
+/// length >= header, magic, version (a newer one is refused by name), header size, element type,
+/// reserved bytes, section count, each section length against the bytes present (no overflow),
+/// total length, zero padding, checksum, then `expect`. Throws errc::malformed_message saying what
+/// was wrong; never reads outside `bytes`.
+inline frame parse(std::span<std::byte const> bytes, expectation const& expect = {}) {
+  using detail::load;
+  std::size_t const n = bytes.size();
+  require(n >= header_bytes, errc::malformed_message, "frame of {} bytes is shorter than the {}-byte header", n,
+          header_bytes);
+  std::byte const* b = bytes.data();
+  auto const m = load<std::uint32_t>(b);
+  require(m == magic, errc::malformed_message, "bad magic 0x{:08x} (expected 0x{:08x}, \"SLCE\")", m, magic);
+  auto const v = load<std::uint16_t>(b + 4);
+  require(v <= version, errc::malformed_message,
+          "frame format version {} is newer than this reader's version {}; upgrade sluice on this rank", v, version);
+  require(v >= 1, errc::malformed_message, "frame format version 0 is invalid");
+  auto const hb = load<std::uint16_t>(b + 6);
+  require(hb == header_bytes, errc::malformed_message, "header size {} != {}", hb, header_bytes);
+  auto const et = load<std::uint8_t>(b + 10);
+  require(et >= 1 && et <= 3, errc::malformed_message, "unknown element type {}", et);
+  require(load<std::uint8_t>(b + 13) == 0 && load<std::uint16_t>(b + 14) == 0, errc::malformed_message,
+          "reserved header bytes are not zero");
+  auto const count = load<std::uint8_t>(b + 12);
+  require(count <= max_sections, errc::malformed_message, "section count {} exceeds {}", count, max_sections);
+
+  frame f;
+  f.head.codec = static_cast<codec_id>(load<std::uint16_t>(b + 8));
+  f.head.element = static_cast<element_type>(et);
+  f.head.flags = load<std::uint8_t>(b + 11);
+  f.head.tensor = load<std::uint64_t>(b + 16);
+  f.head.step = load<std::uint64_t>(b + 24);
+  f.head.extent = load<std::uint64_t>(b + 32);
+  f.section_count = count;
+
+  std::size_t pos = header_bytes;
+  for (std::size_t i = 0; i < max_sections; ++i) {
+    auto const len = load<std::uint64_t>(b + 40 + 8 * i);
+    if (i >= count) {
+      require(len == 0, errc::malformed_message, "unused section {} has length {}", i, len);
+      continue;
+    }
+    // Compare against what is left before any addition, so huge lengths cannot wrap.
+    std::size_t const left = n - pos;
+    require(len <= left && padded(static_cast<std::size_t>(len)) <= left, errc::malformed_message,
+            "section {} length {} exceeds the {} bytes left in a {}-byte frame", i, len, left, n);
+    f.sections[i] = bytes.subspan(pos, static_cast<std::size_t>(len));
+    for (std::size_t k = pos + static_cast<std::size_t>(len); k < pos + padded(static_cast<std::size_t>(len)); ++k)
+      require(b[k] == std::byte{0}, errc::malformed_message, "non-zero padding after section {}", i);
+    pos += padded(static_cast<std::size_t>(len));
+  }
+  require(pos == n, errc::malformed_message, "frame has {} trailing bytes after its sections", n - pos);
+  auto const sum = load<std::uint64_t>(b + 72);
+  require(sum == detail::frame_checksum(bytes), errc::malformed_message, "checksum mismatch (corrupted frame)");
+  f.size = n;
+
+  if (expect.codec)
+    require(f.head.codec == *expect.codec, errc::malformed_message, "codec id {} where {} was expected",
+            static_cast<unsigned>(f.head.codec), static_cast<unsigned>(*expect.codec));
+  if (expect.element)
+    require(f.head.element == *expect.element, errc::malformed_message, "element type {} where {} was expected",
+            to_string(f.head.element), to_string(*expect.element));
+  if (expect.tensor)
+    require(f.head.tensor == *expect.tensor, errc::malformed_message,
+            "frame for tensor {} where tensor {} was expected", f.head.tensor, *expect.tensor);
+  if (expect.step)
+    require(f.head.step == *expect.step, errc::malformed_message, "frame for step {} where step {} was expected",
+            f.head.step, *expect.step);
+  if (expect.extent)
+    require(f.head.extent == *expect.extent, errc::malformed_message, "frame extent {} where {} was expected",
+            f.head.extent, *expect.extent);
+  if (expect.sections)
+    require(f.section_count == *expect.sections, errc::malformed_message,
+            "frame has {} sections where {} were expected", f.section_count, *expect.sections);
+  return f;
+}
+
+/// Reinterprets a section as `count` values of trivially copyable U, copying into `out`
+/// (sections are 8-byte aligned within the frame but the frame itself may not be).
+/// errc::malformed_message if the section's length is not exactly count * sizeof(U).
+template <class U>
+void read_array(std::span<std::byte const> section, std::span<U> out, std::string_view what) {
+  require(section.size() == out.size() * sizeof(U), errc::malformed_message, "{} section has {} bytes, expected {}",
+          what, section.size(), out.size() * sizeof(U));
+  if (!out.empty()) std::memcpy(out.data(), section.data(), section.size());
+}
+
+/// Copies `values` into the writer's next section.
+template <class U>
+void write_array(writer& w, std::span<U const> values) {
+  w.write(std::as_bytes(values));
+}
+
+}  // namespace sluice::wire

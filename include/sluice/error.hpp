@@ -1,0 +1,3 @@
+// Umbrella for sluice::error, sluice::errc and sluice::error_category().
+#pragma once
+#include <sluice/core/error.hpp>
