@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# scripts/bench.sh AREA [google-benchmark args...]
+# Builds Release and runs bench_AREA (AREA: core, compress, feedback, optim, collective, solver,
+# e2e, ...), writing JSON to build/bench/AREA.json and a markdown table to build/bench/AREA.md.
+# Installs benchmark-only peers (libtorch-dev for torch baselines) when missing.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$SLUICE_ROOT"
+if [ $# -lt 1 ]; then
+  echo "usage: scripts/bench.sh AREA [google-benchmark args]" >&2
+  exit 2
+fi
+area=$1
+shift
+sluice_install build core engines test bench
+cmake --preset release -DSLUICE_BUILD_BENCH=ON >/dev/null
+cmake --build --preset release -j "$(sluice_jobs)" --target "bench_$area"
+mkdir -p build/bench
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+export OMP_PROC_BIND=${OMP_PROC_BIND:-close}
+"./build/release/bench/bench_$area" --benchmark_out="build/bench/$area.json" --benchmark_out_format=json "$@"
+python3 scripts/bench_table.py "build/bench/$area.json" > "build/bench/$area.md"
+echo "wrote build/bench/$area.json and build/bench/$area.md"

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds Release, and runs the main job: compressing a real
+# gradient-sized tensor end to end (encode, frame, validate, decode) and printing what it did.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$SLUICE_ROOT"
+sluice_install build core engines test
+cmake --preset release -DSLUICE_BUILD_TESTS=OFF -DSLUICE_BUILD_BENCH=OFF >/dev/null
+cmake --build --preset release -j "$(sluice_jobs)" --target compress_gradient
+./build/release/examples/compress_gradient "$@"

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Installs what is missing, then: clang-format check, Release build with warnings as errors and
+# every test, ASan+UBSan build running the `unit` tests, TSan build running the `threaded` tests,
+# and each libFuzzer target for SLUICE_FUZZ_SECONDS (default 60) when clang is present.
+# Stages can be skipped with SLUICE_SKIP="format asan tsan fuzz" (for local iteration only).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$SLUICE_ROOT"
+sluice_install build core engines test
+
+skip=" ${SLUICE_SKIP:-} "
+jobs=$(sluice_jobs)
+stage() { echo; echo "=== sluice test: $* ($(date -u +%H:%M:%S)) ==="; }
+
+if [[ $skip != *" format "* ]]; then
+  stage "clang-format"
+  mapfile -t files < <(git ls-files '*.hpp' '*.cpp' '*.cuh' '*.cu' 2>/dev/null || find include tests bench examples -name '*.[ch]pp')
+  clang-format --dry-run --Werror "${files[@]}"
+fi
+
+stage "release build (-Werror) and all tests"
+cmake --preset release >/dev/null
+cmake --build --preset release -j "$jobs"
+ctest --preset release
+
+if [[ $skip != *" asan "* ]]; then
+  stage "ASan+UBSan: unit tests"
+  cmake --preset asan >/dev/null
+  cmake --build --preset asan -j "$jobs"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --preset asan
+fi
+
+if [[ $skip != *" tsan "* ]]; then
+  stage "TSan: threaded tests"
+  cmake --preset tsan >/dev/null
+  cmake --build --preset tsan -j "$jobs"
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ctest --preset tsan
+fi
+
+if [[ $skip != *" fuzz "* ]] && command -v clang++ >/dev/null; then
+  secs=${SLUICE_FUZZ_SECONDS:-60}
+  stage "libFuzzer targets, ${secs}s each"
+  cmake --preset fuzz >/dev/null
+  cmake --build --preset fuzz -j "$jobs"
+  for f in build/fuzz/tests/fuzz/fuzz_*; do
+    [ -x "$f" ] || continue
+    name=$(basename "$f")
+    corpus="build/fuzz/corpus/$name"
+    mkdir -p "$corpus"
+    echo "--- $name"
+    "$f" "$corpus" -max_total_time="$secs" -print_final_stats=1 -error_exitcode=77 2>&1 | tail -n 12
+  done
+fi
+
+stage "done"
+echo "sluice: all test stages passed"
