@@ -41,7 +41,7 @@ def main():
                 extra.append(k)
     ctx = data.get("context", {})
     print(f"<!-- {ctx.get('date', '')} host={ctx.get('host_name', '')} cpus={ctx.get('num_cpus', '')} "
-          f"build={ctx.get('library_build_type', '')} -->")
+          f"-->")
     head = ["benchmark", "time", "GB/s", "G items/s", "bw_frac"] + extra
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
