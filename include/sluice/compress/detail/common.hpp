@@ -1,0 +1,111 @@
+// Shared pieces of every codec: the keep-count rule, frame header construction and validation
+// against the receiving span, fixed-width section I/O and the fmt base for policy values.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include <sluice/compress/concepts.hpp>
+#include <sluice/core/element.hpp>
+#include <sluice/core/error.hpp>
+#include <sluice/core/wire.hpp>
+
+namespace sluice::compress_detail {
+
+/// Elements a sparse codec keeps out of n for `ratio` in (0, 1]: ceil(ratio * n), computed in
+/// double with a relative slack of 2^-40 so that representation error never adds one
+/// (0.01 * 100 keeps exactly 1); at least 1 when n > 0, at most n.
+inline std::size_t keep_count(double ratio, std::size_t n) noexcept {
+  if (n == 0) return 0;
+  double const x = ratio * static_cast<double>(n) * (1.0 - 0x1p-40);
+  double const c = std::ceil(x);
+  if (!(c >= 1.0)) return 1;
+  if (c >= static_cast<double>(n)) return n;
+  return static_cast<std::size_t>(c);
+}
+
+/// Throws errc::invalid_argument unless ratio is in (0, 1].
+inline void check_ratio(double ratio, std::string_view codec) {
+  require(ratio > 0.0 && ratio <= 1.0, errc::invalid_argument,
+          "{}: ratio {} is outside (0, 1]; pass the fraction of elements to keep, e.g. 0.01", codec, ratio);
+}
+
+/// Throws errc::unsupported for tensors whose element indices do not fit the 32-bit indices of
+/// sparse_buffer<T> (2^32 - 1 elements or more).
+inline void check_index_range(std::size_t n, std::string_view codec) {
+  require(n < std::numeric_limits<std::uint32_t>::max(), errc::unsupported,
+          "{}: tensor of {} elements exceeds the 32-bit index range; split it into buckets", codec, n);
+}
+
+/// Throws errc::size_mismatch unless `out` can hold `need` bytes; called before writing.
+inline void check_out(std::size_t have, std::size_t need, std::string_view codec) {
+  require(have >= need, errc::size_mismatch,
+          "{}: output buffer of {} bytes is smaller than the {} bytes this frame needs (size it with "
+          "max_encoded_bytes)",
+          codec, have, need);
+}
+
+/// The header every codec writes: tensor and step from the context, extent n.
+template <Element T>
+wire::header make_header(wire::codec_id id, encode_context const& ctx, std::size_t n, std::uint8_t flags = 0,
+                         element_type et = element_type_of<T>) noexcept {
+  return {.codec = id, .element = et, .flags = flags, .tensor = ctx.tensor, .step = ctx.step, .extent = n};
+}
+
+/// Passed as the extent to parse_frame when the frame's own extent is wanted (sparse decoding).
+inline constexpr std::size_t any_extent = std::numeric_limits<std::size_t>::max();
+
+/// Parses `msg` as a frame of codec `id` for a dense destination of `extent` elements of T (or
+/// any_extent) with exactly `sections` sections. errc::malformed_message otherwise (a wrong extent
+/// is a message for another tensor, never a size_mismatch of the caller's making).
+template <Element T>
+wire::frame parse_frame(std::span<std::byte const> msg, wire::codec_id id, std::size_t extent, std::size_t sections,
+                        element_type et = element_type_of<T>) {
+  wire::expectation e{.codec = id, .element = et, .sections = sections};
+  if (extent != any_extent) e.extent = extent;
+  return wire::parse(msg, e);
+}
+
+/// The frame's extent, checked to fit 32-bit indices (sparse decoders index with uint32_t).
+inline std::size_t checked_extent(wire::frame const& f, std::string_view codec) {
+  require(f.head.extent < std::numeric_limits<std::uint32_t>::max(), errc::malformed_message,
+          "{}: frame extent {} exceeds the 32-bit index range", codec, f.head.extent);
+  return static_cast<std::size_t>(f.head.extent);
+}
+
+/// Copies `count` values of trivially copyable U from a section (unaligned-safe), checking the
+/// section length is exactly count * sizeof(U).
+template <class U>
+void read_section(std::span<std::byte const> s, U* out, std::size_t count, std::string_view what) {
+  require(s.size() / sizeof(U) == count && s.size() % sizeof(U) == 0, errc::malformed_message,
+          "{} section has {} bytes, expected {}", what, s.size(), count * sizeof(U));
+  if (count != 0) std::memcpy(out, s.data(), count * sizeof(U));
+}
+
+/// Reads the u32 at position i of a small parameter section (length already checked).
+inline std::uint32_t param_u32(std::span<std::byte const> s, std::size_t i) noexcept {
+  std::uint32_t v;
+  std::memcpy(&v, s.data() + 4 * i, 4);
+  return v;
+}
+
+/// Grows `v` to at least `n` elements; never shrinks, so steady-state calls do not allocate.
+template <class V>
+void grow(V& v, std::size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
+/// fmt base for policy values: no format spec.
+struct policy_formatter {
+  constexpr auto parse(fmt::format_parse_context& ctx) -> decltype(ctx.begin()) { return ctx.begin(); }
+};
+
+}  // namespace sluice::compress_detail

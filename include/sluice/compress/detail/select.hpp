@@ -1,0 +1,348 @@
+// Exact top-k selection by magnitude without sorting: a strided sample brackets the threshold,
+// one filter pass keeps the elements above the bracket and those inside it, and an exact fix-up
+// among the few bracketed candidates settles the threshold and its ties. When the sample misses
+// (adversarial or degenerate data), a three-level radix select on the magnitude bits decides.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+#include <sluice/compress/detail/common.hpp>
+#include <sluice/core/element.hpp>
+#include <sluice/core/parallel.hpp>
+
+namespace sluice::compress_detail {
+
+/// The ranking key of an element: the bit pattern of |x| (sign cleared) as a non-negative int32,
+/// widened to the float layout for 16-bit types. It orders finite values and infinities by
+/// magnitude and ranks NaN above +Inf (a NaN gradient is always selected, so it reaches the
+/// receiver instead of hiding in a residual); -0 and +0 tie.
+template <Element T>
+inline std::int32_t magnitude_key(T x) noexcept {
+  if constexpr (std::is_same_v<T, float>) {
+    return static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(x) & 0x7fffffffu);
+  } else {
+    auto const b = Eigen::numext::bit_cast<std::uint16_t>(x);
+    return static_cast<std::int32_t>(static_cast<std::uint32_t>(b & 0x7fffu) << 16);
+  }
+}
+
+/// Result of a selection: exactly the elements with key > `key`, plus the first `ties` elements
+/// (in index order) with key == `key`, are selected. key == no_key selects nothing.
+struct top_k_threshold {
+  static constexpr std::int64_t no_key = std::int64_t{1} << 31;  ///< above every key
+  std::int64_t key = no_key;
+  std::size_t ties = 0;
+  friend bool operator==(top_k_threshold const&, top_k_threshold const&) = default;
+};
+
+/// Scratch of select_top_k; sized on the first call for a given (n, k), reused afterwards.
+template <Element T>
+struct select_workspace {
+  struct entry {
+    std::uint32_t index;
+    T value;
+  };
+  std::vector<entry> above, cand;                        ///< per chunk: cap_above / cap_cand entries
+  std::vector<std::size_t> n_above, n_cand, n_gt, n_eq;  ///< per chunk counts
+  std::vector<std::size_t> quota, offset;                ///< per chunk ties taken / output offset
+  std::vector<std::int32_t> sample, keys;                ///< sample keys; candidate keys
+  std::vector<std::uint32_t> hist;                       ///< per chunk radix histograms
+  std::size_t cap_above = 0, cap_cand = 0;
+  bool force_radix = false;  ///< tests: always take the radix path
+  bool used_radix = false;   ///< whether the last call took the radix path
+};
+
+/// Chunks a selection over n elements is split into (one per thread, at least 2^16 elements each).
+inline std::size_t select_chunks(std::size_t n) noexcept {
+  std::size_t const t = static_cast<std::size_t>(std::max(1, max_threads()));
+  return std::max<std::size_t>(1, std::min(t, n >> 16));
+}
+inline std::size_t chunk_begin(std::size_t c, std::size_t chunks, std::size_t n) noexcept {
+  return c * n / chunks;  // c <= threads and n < 2^32: no overflow
+}
+
+/// Runs f(c) for every chunk c in [0, chunks) on the thread pool.
+template <class F>
+void for_chunks(std::size_t chunks, F&& f) {
+  parallel_chunks(chunks, 1, [&](std::size_t b, std::size_t e, int) {
+    for (std::size_t c = b; c < e; ++c) f(c);
+  });
+}
+
+/// Per chunk, counts candidates with key > thr.key and == thr.key, then hands out the ties in
+/// chunk order and computes each chunk's output offset. Returns the total selected.
+template <Element T>
+std::size_t plan_output(select_workspace<T>& ws, std::size_t chunks, top_k_threshold const& thr) {
+  for_chunks(chunks, [&](std::size_t c) {
+    auto const* e = ws.cand.data() + c * ws.cap_cand;
+    std::size_t gt = 0, eq = 0;
+    for (std::size_t j = 0; j < ws.n_cand[c]; ++j) {
+      std::int64_t const key = magnitude_key(e[j].value);
+      gt += key > thr.key;
+      eq += key == thr.key;
+    }
+    ws.n_gt[c] = gt;
+    ws.n_eq[c] = eq;
+  });
+  std::size_t ties = thr.ties, total = 0;
+  for (std::size_t c = 0; c < chunks; ++c) {
+    ws.quota[c] = std::min(ties, ws.n_eq[c]);
+    ties -= ws.quota[c];
+    ws.offset[c] = total;
+    total += ws.n_above[c] + ws.n_gt[c] + ws.quota[c];
+  }
+  return total;
+}
+
+/// Writes each chunk's selected entries (all of `above`, candidates passing thr) in index order at
+/// the chunk's offset.
+template <Element T, class Index>
+void emit_entries(select_workspace<T>& ws, std::size_t chunks, top_k_threshold const& thr, std::span<Index> idx,
+                  std::span<T> val) {
+  for_chunks(chunks, [&](std::size_t c) {
+    auto const* a = ws.above.data() + c * ws.cap_above;
+    auto const* d = ws.cand.data() + c * ws.cap_cand;
+    std::size_t const na = ws.n_above[c], nd = ws.n_cand[c];
+    std::size_t ia = 0, id = 0, o = ws.offset[c], q = ws.quota[c];
+    Index* SLUICE_RESTRICT io = idx.data();
+    T* SLUICE_RESTRICT vo = val.data();
+    while (id < nd) {
+      std::int64_t const key = magnitude_key(d[id].value);
+      bool keep = key > thr.key;
+      if (!keep && key == thr.key && q > 0) {
+        keep = true;
+        --q;
+      }
+      if (keep) {
+        while (ia < na && a[ia].index < d[id].index) {
+          io[o] = static_cast<Index>(a[ia].index);
+          vo[o++] = a[ia++].value;
+        }
+        io[o] = static_cast<Index>(d[id].index);
+        vo[o++] = d[id].value;
+      }
+      ++id;
+    }
+    for (; ia < na; ++ia) {
+      io[o] = static_cast<Index>(a[ia].index);
+      vo[o++] = a[ia].value;
+    }
+  });
+}
+
+/// The key of descending rank r (0-based) among `keys` (reorders them).
+inline std::int32_t key_at_rank(std::span<std::int32_t> keys, std::size_t r) {
+  std::nth_element(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(r), keys.end(), std::greater<>{});
+  return keys[r];
+}
+
+/// Exact threshold among the candidates for the `need` largest (ties: lower index first).
+template <Element T>
+top_k_threshold candidate_threshold(select_workspace<T>& ws, std::size_t chunks, std::size_t need) {
+  if (need == 0) return {};
+  std::size_t total = 0;
+  for (std::size_t c = 0; c < chunks; ++c) total += ws.n_cand[c];
+  grow(ws.keys, total);
+  std::size_t o = 0;
+  for (std::size_t c = 0; c < chunks; ++c) {
+    auto const* e = ws.cand.data() + c * ws.cap_cand;
+    for (std::size_t j = 0; j < ws.n_cand[c]; ++j) ws.keys[o++] = magnitude_key(e[j].value);
+  }
+  std::span<std::int32_t> keys(ws.keys.data(), total);
+  std::int32_t const t = key_at_rank(keys, need - 1);
+  // keys[0, need-1) are >= t after nth_element; count those strictly greater.
+  std::size_t gt = 0;
+  for (std::size_t j = 0; j + 1 < need; ++j) gt += keys[j] > t;
+  return {t, need - gt};
+}
+
+/// Filter pass: per chunk, entries with key > hi go to `above`, lo <= key <= hi to `cand` (both in
+/// index order). Counts keep running past the capacities; an overflow shows as n > cap.
+template <Element T>
+void filter_band(std::span<T const> in, select_workspace<T>& ws, std::size_t chunks, std::int32_t lo, std::int32_t hi) {
+  std::size_t const n = in.size();
+  for_chunks(chunks, [&](std::size_t c) {
+    std::size_t const b = chunk_begin(c, chunks, n), e = chunk_begin(c + 1, chunks, n);
+    auto* SLUICE_RESTRICT a = ws.above.data() + c * ws.cap_above;
+    auto* SLUICE_RESTRICT d = ws.cand.data() + c * ws.cap_cand;
+    std::size_t const ca = ws.cap_above, cc = ws.cap_cand;
+    std::size_t na = 0, nd = 0;
+    T const* SLUICE_RESTRICT x = in.data();
+    auto one = [&](std::size_t i) {
+      std::int32_t const key = magnitude_key(x[i]);
+      if (key > hi) {
+        if (na < ca) a[na] = {static_cast<std::uint32_t>(i), x[i]};
+        ++na;
+      } else if (key >= lo) {
+        if (nd < cc) d[nd] = {static_cast<std::uint32_t>(i), x[i]};
+        ++nd;
+      }
+    };
+    std::size_t i = b;
+    constexpr std::size_t group = 16;
+    for (; i + group <= e; i += group) {
+      int any = 0;
+      for (std::size_t j = 0; j < group; ++j) any |= magnitude_key(x[i + j]) >= lo;
+      if (any == 0) continue;
+      for (std::size_t j = 0; j < group; ++j) one(i + j);
+    }
+    for (; i < e; ++i) one(i);
+    ws.n_above[c] = na;
+    ws.n_cand[c] = nd;
+  });
+}
+
+/// Three-level radix select (11 + 11 + 9 bits of the key) with per-chunk histograms: the exact
+/// threshold and each chunk's count above it, in three reads of the data.
+template <Element T>
+top_k_threshold radix_threshold(std::span<T const> in, std::size_t k, select_workspace<T>& ws, std::size_t chunks) {
+  std::size_t const n = in.size();
+  constexpr int shifts[3] = {20, 9, 0};
+  constexpr int widths[3] = {11, 11, 9};
+  constexpr std::size_t stride = 2048;
+  grow(ws.hist, chunks * stride);
+  std::fill(ws.n_gt.begin(), ws.n_gt.begin() + static_cast<std::ptrdiff_t>(chunks), 0);
+  std::uint32_t prefix = 0, mask = 0;
+  std::size_t need = k;
+  std::size_t last_bin = 0;
+  for (int level = 0; level < 3; ++level) {
+    int const shift = shifts[level];
+    std::uint32_t const bins = 1u << widths[level];
+    for_chunks(chunks, [&](std::size_t c) {
+      std::uint32_t* SLUICE_RESTRICT h = ws.hist.data() + c * stride;
+      std::fill(h, h + bins, 0u);
+      std::size_t const b = chunk_begin(c, chunks, n), e = chunk_begin(c + 1, chunks, n);
+      T const* SLUICE_RESTRICT x = in.data();
+      for (std::size_t i = b; i < e; ++i) {
+        auto const key = static_cast<std::uint32_t>(magnitude_key(x[i]));
+        if ((key & mask) == prefix) ++h[(key >> shift) & (bins - 1)];
+      }
+    });
+    std::size_t cum = 0;
+    std::uint32_t bin = bins;
+    while (bin > 0) {
+      --bin;
+      std::size_t h = 0;
+      for (std::size_t c = 0; c < chunks; ++c) h += ws.hist[c * stride + bin];
+      if (cum + h >= need) break;
+      cum += h;
+    }
+    need -= cum;
+    for (std::size_t c = 0; c < chunks; ++c)
+      for (std::uint32_t j = bin + 1; j < bins; ++j) ws.n_gt[c] += ws.hist[c * stride + j];
+    prefix |= bin << shift;
+    mask |= (bins - 1) << shift;
+    last_bin = bin;
+  }
+  for (std::size_t c = 0; c < chunks; ++c) ws.n_eq[c] = ws.hist[c * stride + last_bin];
+  return {static_cast<std::int64_t>(prefix), need};
+}
+
+/// Writes the elements selected by `thr` in index order, given each chunk's counts in n_gt/n_eq.
+template <Element T, class Index>
+void emit_threshold(std::span<T const> in, select_workspace<T>& ws, std::size_t chunks, top_k_threshold const& thr,
+                    std::span<Index> idx, std::span<T> val) {
+  std::size_t ties = thr.ties, total = 0;
+  for (std::size_t c = 0; c < chunks; ++c) {
+    ws.quota[c] = std::min(ties, ws.n_eq[c]);
+    ties -= ws.quota[c];
+    ws.offset[c] = total;
+    total += ws.n_gt[c] + ws.quota[c];
+  }
+  std::size_t const n = in.size();
+  for_chunks(chunks, [&](std::size_t c) {
+    std::size_t const b = chunk_begin(c, chunks, n), e = chunk_begin(c + 1, chunks, n);
+    std::size_t o = ws.offset[c], q = ws.quota[c];
+    T const* SLUICE_RESTRICT x = in.data();
+    for (std::size_t i = b; i < e; ++i) {
+      std::int64_t const key = magnitude_key(x[i]);
+      if (key > thr.key || (key == thr.key && q > 0)) {
+        if (key == thr.key) --q;
+        idx[o] = static_cast<Index>(i);
+        val[o++] = x[i];
+      }
+    }
+  });
+}
+
+/// Sizes the per-chunk bookkeeping of `ws` for `chunks` chunks.
+template <Element T>
+void prepare_chunks(select_workspace<T>& ws, std::size_t chunks) {
+  for (auto* v : {&ws.n_above, &ws.n_cand, &ws.n_gt, &ws.n_eq, &ws.quota, &ws.offset}) grow(*v, chunks);
+}
+
+/// Exact top-k of `in` by magnitude_key, ties broken by lower index: writes the k selected
+/// indices in increasing order to idx[0, k) and their values to val[0, k), and returns the
+/// threshold that describes the selection. k <= in.size() < 2^32; idx and val hold >= k entries.
+/// Reads the data once plus a strided sample when the sample brackets the threshold (the usual
+/// case), four times otherwise. Deterministic: the result does not depend on the thread count.
+template <Element T, class Index>
+top_k_threshold select_top_k(std::span<T const> in, std::size_t k, select_workspace<T>& ws, std::span<Index> idx,
+                             std::span<T> val) {
+  std::size_t const n = in.size();
+  ws.used_radix = false;
+  if (k == 0) return {};
+  if (k >= n) {
+    for (std::size_t i = 0; i < n; ++i) idx[i] = static_cast<Index>(i), val[i] = in[i];
+    return {0, n};
+  }
+  std::size_t const chunks = select_chunks(n);
+  prepare_chunks(ws, chunks);
+  constexpr std::size_t min_sampled = std::size_t{1} << 15;
+  if (n >= min_sampled && !ws.force_radix) {
+    std::size_t const m = std::min<std::size_t>(n / 32, std::size_t{1} << 15);
+    std::size_t const step = n / m;
+    grow(ws.sample, m);
+    for (std::size_t j = 0; j < m; ++j) ws.sample[j] = magnitude_key(in[j * step + step / 2]);
+    // The sample rank of the threshold is Binomial(m, k/n): bracket it by ~5 standard deviations.
+    double const r = static_cast<double>(k) * static_cast<double>(m) / static_cast<double>(n);
+    double const delta = 5.0 * std::sqrt(r + 1.0) + 2.0;
+    double const r_hi = std::floor(r - delta), r_lo = std::ceil(r + delta);
+    std::span<std::int32_t> s(ws.sample.data(), m);
+    std::int32_t hi = std::numeric_limits<std::int32_t>::max(), lo = 0;
+    if (r_hi >= 0) hi = key_at_rank(s, static_cast<std::size_t>(r_hi));
+    if (r_lo < static_cast<double>(m)) {
+      auto const rl = static_cast<std::size_t>(r_lo);
+      auto const from = static_cast<std::size_t>(std::max(0.0, r_hi));
+      lo = key_at_rank(s.subspan(from), rl - from);
+    }
+    // Capacities from the bracket with 50% headroom; a chunk may hold all of them (gradients are
+    // far from uniform across a bucket).
+    double const per = static_cast<double>(n) / static_cast<double>(m);
+    auto const expect_cand = static_cast<std::size_t>((r_lo - std::max(0.0, r_hi) + 1.0) * per * 1.5) + 1024;
+    std::size_t const chunk_len = n / chunks + 1;
+    ws.cap_above = std::min(k, chunk_len);
+    ws.cap_cand = std::min(expect_cand, chunk_len);
+    grow(ws.above, chunks * ws.cap_above);
+    grow(ws.cand, chunks * ws.cap_cand);
+    filter_band(in, ws, chunks, lo, hi);
+    std::size_t a = 0, d = 0;
+    bool overflow = false;
+    for (std::size_t c = 0; c < chunks; ++c) {
+      a += ws.n_above[c];
+      d += ws.n_cand[c];
+      overflow |= ws.n_above[c] > ws.cap_above || ws.n_cand[c] > ws.cap_cand;
+    }
+    if (!overflow && a <= k && k <= a + d) {
+      top_k_threshold const thr = candidate_threshold(ws, chunks, k - a);
+      [[maybe_unused]] std::size_t const total = plan_output(ws, chunks, thr);
+      emit_entries(ws, chunks, thr, idx, val);
+      if (thr.key == top_k_threshold::no_key) return {hi, 0};  // nothing from the band: all above hi
+      return thr;
+    }
+  }
+  ws.used_radix = true;
+  top_k_threshold const thr = radix_threshold(in, k, ws, chunks);
+  emit_threshold(in, ws, chunks, thr, idx, val);
+  return thr;
+}
+
+}  // namespace sluice::compress_detail

@@ -1,0 +1,122 @@
+// Exact top-k sparsification (the k largest |x|, ties to the lower index), selected in about one
+// read of the data by a sampled bracket and a radix fallback, never a full sort
+// (Aji & Heafield 2017; Lin et al., Deep Gradient Compression, ICLR 2018; StellaTrain SIGCOMM'24).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include <sluice/compress/concepts.hpp>
+#include <sluice/compress/detail/common.hpp>
+#include <sluice/compress/detail/select.hpp>
+#include <sluice/compress/detail/sparse_frame.hpp>
+#include <sluice/core/sparse.hpp>
+
+namespace sluice {
+
+/// Keeps the k = keep_count(ratio, n) = ceil(ratio * n) elements of largest magnitude (ranked by
+/// the bit pattern of |x|: NaN above +Inf, so a NaN is always sent). Ties go to the lower index.
+/// Wire: section 0 = k values as T, section 1 = k sorted indices, delta + LEB128 varint.
+/// Decoded values are exact; every element not sent decodes to 0.
+struct top_k {
+  using codec_concept = codec_tag;
+  static constexpr bool is_sparse = true;
+
+  double ratio = 0.01;  ///< fraction of elements kept, in (0, 1]
+
+  friend bool operator==(top_k const&, top_k const&) = default;
+
+  /// Per-tensor scratch: selection buffers and the selected indices and values.
+  template <Element T>
+  struct workspace {
+    compress_detail::select_workspace<T> select{};
+    std::vector<std::uint32_t> indices{};
+    std::vector<T> values{};
+  };
+
+  /// Elements kept out of n.
+  [[nodiscard]] std::size_t keep(std::size_t n) const noexcept { return compress_detail::keep_count(ratio, n); }
+
+  /// Exact bound on the frame size for n elements of T (the default, float, bounds every T).
+  template <Element T = float>
+  [[nodiscard]] std::size_t max_encoded_bytes(std::size_t n) const noexcept {
+    return compress_detail::sparse_frame_bytes(keep(n), n, sizeof(T));
+  }
+
+  /// Throws errc::invalid_argument for a ratio outside (0, 1].
+  void validate() const { compress_detail::check_ratio(ratio, "top_k"); }
+
+  /// Selects the top k of `in` into ws.indices / ws.values (first k entries) and returns the
+  /// threshold that describes the selection; the building block of encode() and of fused
+  /// error-feedback paths.
+  template <Element T>
+  compress_detail::top_k_threshold select(std::span<T const> in, workspace<T>& ws) const {
+    validate();
+    compress_detail::check_index_range(in.size(), "top_k");
+    std::size_t const k = keep(in.size());
+    compress_detail::grow(ws.indices, k);
+    compress_detail::grow(ws.values, k);
+    return compress_detail::select_top_k<T, std::uint32_t>(in, k, ws.select, std::span(ws.indices),
+                                                           std::span(ws.values));
+  }
+
+  /// Writes the frame of a selection (k = keep(n) entries of ws.indices / ws.values).
+  template <Element T>
+  std::size_t write(std::size_t n, encode_context const& ctx, workspace<T> const& ws, std::span<std::byte> out) const {
+    std::size_t const k = keep(n);
+    return compress_detail::write_sparse_frame<T>(wire::codec_id::top_k, ctx, n,
+                                                  std::span<std::uint32_t const>(ws.indices.data(), k),
+                                                  std::span<T const>(ws.values.data(), k), out);
+  }
+
+  /// Encodes `in` into `out` (at least max_encoded_bytes<T>(in.size()) bytes); returns bytes written.
+  template <Element T>
+  std::size_t encode(std::span<T const> in, encode_context const& ctx, workspace<T>& ws,
+                     std::span<std::byte> out) const {
+    validate();
+    compress_detail::check_out(out.size(), max_encoded_bytes<T>(in.size()), "top_k");
+    (void)select(in, ws);
+    return write(in.size(), ctx, ws, out);
+  }
+
+  /// Overwrites `dense` with the decoded tensor (zeros where nothing was sent).
+  template <Element T>
+  void decode(std::span<std::byte const> msg, encode_context const&, workspace<T>& ws, std::span<T> dense) const {
+    auto const f = compress_detail::read_sparse_frame<T>(msg, wire::codec_id::top_k, dense.size(), ws.indices, "top_k");
+    compress_detail::apply_sparse<T>(f, ws.indices, dense, false);
+  }
+
+  /// Adds the decoded tensor into `dense`.
+  template <Element T>
+  void decode_add(std::span<std::byte const> msg, encode_context const&, workspace<T>& ws, std::span<T> dense) const {
+    auto const f = compress_detail::read_sparse_frame<T>(msg, wire::codec_id::top_k, dense.size(), ws.indices, "top_k");
+    compress_detail::apply_sparse<T>(f, ws.indices, dense, true);
+  }
+
+  /// Decodes to indices + values (block size 1) for sparse aggregation and sparse optimizer steps.
+  /// The extent is the frame's; the caller checks it against its tensor.
+  template <Element T>
+  void decode_sparse(std::span<std::byte const> msg, encode_context const&, workspace<T>& ws,
+                     sparse_buffer<T>& out) const {
+    auto const f = compress_detail::read_sparse_frame<T>(msg, wire::codec_id::top_k, compress_detail::any_extent,
+                                                         ws.indices, "top_k");
+    compress_detail::to_sparse_buffer<T>(f, ws.indices, f.extent, out);
+  }
+};
+
+static_assert(Codec<top_k, float> && Codec<top_k, Eigen::half> && Codec<top_k, Eigen::bfloat16>);
+static_assert(SparseCodec<top_k, float> && SparseCodec<top_k, Eigen::half> && SparseCodec<top_k, Eigen::bfloat16>);
+
+}  // namespace sluice
+
+template <>
+struct fmt::formatter<sluice::top_k> : sluice::compress_detail::policy_formatter {
+  template <class FormatContext>
+  auto format(sluice::top_k const& c, FormatContext& ctx) const {
+    return fmt::format_to(ctx.out(), "top_k{{.ratio = {}}}", c.ratio);
+  }
+};
