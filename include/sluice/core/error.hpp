@@ -68,7 +68,9 @@ template <class... Args>
   throw error(e, fmt::format(f, std::forward<Args>(args)...));
 }
 
-/// Throws `e` with the message when `cond` is false; the message is formatted only on failure.
+/// Throws `e` with the message when `cond` is false; the message is formatted only on failure, but
+/// the arguments are evaluated always: never pass one that is only valid when `cond` fails (such
+/// as `v[j - 1]` guarded by `j > 0`); write `if (...) throw_error(...)` there instead.
 template <class... Args>
 void require(bool cond, errc e, fmt::format_string<Args...> f, Args&&... args) {
   if (!cond) [[unlikely]]

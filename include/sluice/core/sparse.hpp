@@ -55,11 +55,12 @@ struct sparse_view {
             "{}: {} values for {} indices of block size {}", what, values.size(), indices.size(), block_size);
     std::size_t const limit = block_count();
     for (std::size_t j = 0; j < indices.size(); ++j) {
-      require(indices[j] < limit, errc::invalid_argument, "{}: index {} at position {} is out of range [0, {})", what,
-              static_cast<std::uint64_t>(indices[j]), j, limit);
-      require(j == 0 || indices[j - 1] < indices[j], errc::invalid_argument,
-              "{}: indices not strictly increasing at position {} ({} after {})", what, j,
-              static_cast<std::uint64_t>(indices[j]), static_cast<std::uint64_t>(indices[j - 1]));
+      if (indices[j] >= limit) [[unlikely]]
+        throw_error(errc::invalid_argument, "{}: index {} at position {} is out of range [0, {})", what,
+                    static_cast<std::uint64_t>(indices[j]), j, limit);
+      if (j > 0 && indices[j - 1] >= indices[j]) [[unlikely]]
+        throw_error(errc::invalid_argument, "{}: indices not strictly increasing at position {} ({} after {})", what, j,
+                    static_cast<std::uint64_t>(indices[j]), static_cast<std::uint64_t>(indices[j - 1]));
     }
   }
 };
