@@ -1,0 +1,110 @@
+// Compressed scatter-reduce-allgather (CGX, Markov et al., Middleware'22, section 4): rank j reduces
+// chunk j of everyone's encoded gradient, re-encodes the sum once, and every rank — the owner too —
+// decodes the same final bytes. Each element is encoded exactly twice whatever N is, and replicas
+// stay bit-identical (CGX's own owner kept its unquantized sum, so replicas drifted).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <span>
+#include <vector>
+
+#include <sluice/collective/concepts.hpp>
+
+namespace sluice {
+
+/// Buffers reused across calls. Thread-safety: one workspace per concurrent call.
+template <class C>
+struct sra_workspace {
+  codec_workspace<C, float> encode{};
+  codec_workspace<C, float> decode{};
+  std::vector<std::vector<std::byte>> send{};   ///< my encoding of chunk j (phase 1)
+  std::vector<std::vector<std::byte>> recv{};   ///< rank j's encoding of my chunk (phase 1)
+  std::vector<std::vector<std::byte>> final{};  ///< the reduced, re-encoded chunk j (phase 2)
+  std::vector<float> acc{};
+  std::size_t sent_bytes = 0;  ///< bytes this rank sent in the last call
+};
+
+/// Bytes one rank sends when an encoded chunk of n/N elements takes `chunk_bytes`: 2 (N-1) chunks.
+constexpr std::size_t scatter_reduce_allgather_bytes(std::size_t chunk_bytes, int world) noexcept {
+  return world <= 1 ? 0 : 2 * static_cast<std::size_t>(world - 1) * chunk_bytes;
+}
+
+/// Sums `in` over ranks into `out` through two encodings per element. Any Codec works; built for
+/// quantizers (codec_traits<C>::is_quantizer), whose chunks keep their compression ratio. `in` and
+/// `out` may alias. Every rank's `out` holds the same bits.
+template <Transport T, class C>
+requires Codec<C, float>
+void scatter_reduce_allgather(T& t, C const& codec, std::span<float const> in, std::span<float> out,
+                              collective_context const& ctx, sra_workspace<C>& ws) {
+  char const* const what = "scatter_reduce_allgather";
+  require(out.size() == in.size(), errc::size_mismatch, "{}: tensor {}: output of {} elements for input of {}", what,
+          ctx.tensor, out.size(), in.size());
+  int const world = t.size(), r = t.rank();
+  auto const w = static_cast<std::size_t>(world), ur = static_cast<std::size_t>(r);
+  std::size_t const n = in.size();
+  deadline const d = deadline::after(ctx.timeout);
+  ws.send.resize(w);
+  ws.recv.resize(w);
+  ws.final.resize(w);
+  ws.sent_bytes = 0;
+  auto range = [&](std::size_t j) {
+    std::size_t const b = detail::part_begin(n, w, j);
+    return std::pair{b, detail::part_begin(n, w, j + 1) - b};
+  };
+  auto const [my_begin, my_len] = range(ur);
+  // Phase 1: encode chunk j for its owner j (salted per chunk, so random codecs draw independent streams).
+  std::vector<typename T::request> reqs;
+  reqs.reserve(w);
+  for (std::size_t j = 0; j < w; ++j) {
+    auto const [b, len] = range(j);
+    auto& buf = j == ur ? ws.recv[ur] : ws.send[j];
+    detail::encode_into(codec, in.subspan(b, len), detail::encode_ctx(ctx, r, 1 + j), ws.encode, buf);
+    if (j != ur) {
+      reqs.push_back(detail::start_send(t, static_cast<int>(j), ctx.tag, buf, what, ctx));
+      ws.sent_bytes += buf.size();
+    }
+  }
+  wire::expectation const expect1{.tensor = ctx.tensor, .step = ctx.step, .extent = my_len};
+  for (std::size_t j = 0; j < w; ++j)
+    if (j != ur) (void)detail::recv_checked(t, static_cast<int>(j), ctx.tag, ws.recv[j], d, expect1, what, ctx);
+  // Phase 2: reduce my chunk in rank order, encode the sum once.
+  ws.acc.assign(my_len, 0.0f);
+  for (std::size_t j = 0; j < w; ++j) {
+    try {
+      codec.decode_add(std::span<std::byte const>(ws.recv[j]), detail::encode_ctx(ctx, static_cast<int>(j), 1 + ur),
+                       ws.decode, std::span<float>(ws.acc));
+    } catch (error const& e) {
+      detail::rethrow_with(e, what, ctx, r, static_cast<int>(j));
+    }
+  }
+  for (std::size_t i = 0; i < reqs.size(); ++i) detail::wait_send(t, reqs[i], -1, d, what, ctx);
+  reqs.clear();
+  detail::encode_into(codec, std::span<float const>(ws.acc), detail::encode_ctx(ctx, r, 1 + w + ur), ws.encode,
+                      ws.final[ur]);
+  // Phase 3: allgather the final chunks; everyone decodes the same bytes.
+  for (std::size_t j = 0; j < w; ++j)
+    if (j != ur) {
+      reqs.push_back(detail::start_send(t, static_cast<int>(j), ctx.tag + 1, ws.final[ur], what, ctx));
+      ws.sent_bytes += ws.final[ur].size();
+    }
+  for (std::size_t j = 0; j < w; ++j) {
+    auto const [b, len] = range(j);
+    if (j != ur)
+      (void)detail::recv_checked(t, static_cast<int>(j), ctx.tag + 1, ws.final[j], d,
+                                 {.tensor = ctx.tensor, .step = ctx.step, .extent = len}, what, ctx);
+  }
+  for (std::size_t j = 0; j < w; ++j) {
+    auto const [b, len] = range(j);
+    try {
+      codec.decode(std::span<std::byte const>(ws.final[j]), detail::encode_ctx(ctx, static_cast<int>(j), 1 + w + j),
+                   ws.decode, out.subspan(b, len));
+    } catch (error const& e) {
+      detail::rethrow_with(e, what, ctx, r, static_cast<int>(j));
+    }
+  }
+  for (auto& q : reqs) detail::wait_send(t, q, -1, d, what, ctx);
+  (void)my_begin;
+}
+
+}  // namespace sluice

@@ -1,0 +1,179 @@
+// Every collective on local worlds of N = 1..8 against the reference sum, bit-identical replicas,
+// and the fault tests: killed peer, corrupted byte, wrong step or tensor, mismatched layouts.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <string>
+
+#include <sluice/collective/all.hpp>
+#include <sluice/transport/all.hpp>
+
+#include "collective/collective_checks.hpp"
+#include "support/local_world.hpp"
+
+using namespace sluice;
+using namespace std::chrono_literals;
+
+namespace {
+struct outcome {
+  errc kind = errc::unsupported;
+  std::string what;
+  bool threw = false;
+};
+outcome outcome_of(std::exception_ptr const& e) {
+  if (!e) return {};
+  try {
+    std::rethrow_exception(e);
+  } catch (error const& x) {
+    return {x.kind(), x.what(), true};
+  } catch (std::exception const& x) {
+    return {errc::unsupported, x.what(), true};
+  }
+}
+}  // namespace
+
+TEST_CASE("collectives on local worlds of 1..8 ranks match the reference sum, replicas bit-identical") {
+  for (int n = 1; n <= 8; ++n) {
+    CAPTURE(n);
+    auto errors = test::run_local(n, [](local_transport& t) { test::check_all(t); });
+    for (auto const& e : errors) {
+      auto o = outcome_of(e);
+      CHECK_MESSAGE(!o.threw, o.what);
+    }
+  }
+}
+
+TEST_CASE("collectives: a workspace reused across steps and sizes") {
+  auto errors = test::run_local(3, [](local_transport& t) {
+    allgather_workspace<test::sparse_codec> ws;
+    sra_workspace<test::quant_codec> sws;
+    for (std::uint64_t step = 0; step < 4; ++step) {
+      std::size_t const n = step % 2 ? 513 : 2048;
+      auto g = test::make_grad(t.rank(), n, step);
+      std::vector<float> out(n);
+      collective_context const ctx{.step = step, .tensor = 1};
+      sparse_allgather(t, test::sparse_codec{}, std::span<float const>(g), std::span<float>(out), ctx, ws);
+      CHECK(out == test::reference_sum(3, n, step));
+      scatter_reduce_allgather(t, test::quant_codec{}, std::span<float const>(g), std::span<float>(out), ctx, sws);
+    }
+  });
+  test::rethrow_first(errors);
+}
+
+TEST_CASE("ring_allreduce byte model matches the bytes a rank sends") {
+  for (int w = 2; w <= 5; ++w) {
+    std::size_t const n = 1001;
+    std::size_t const model = ring_allreduce_bytes(n, w);
+    double const ideal = 2.0 * (w - 1) / w * 4.0 * n;
+    CHECK(static_cast<double>(model) >= ideal);
+    CHECK(static_cast<double>(model) <= ideal + 2.0 * (w - 1) * (wire::header_bytes + 8));
+  }
+  CHECK(ring_allreduce_bytes(100, 1) == 0);
+}
+
+namespace {
+// Runs `body` on every rank of a world of n, rank `faulty_rank` wrapped with `plan`.
+template <class F>
+std::vector<outcome> run_with_fault(int n, int faulty_rank, fault_plan plan, F body) {
+  auto errors = test::run_local(n, [&](local_transport& t) {
+    if (t.rank() == faulty_rank) {
+      faulty f(t, plan);
+      body(f);
+    } else {
+      body(t);
+    }
+  });
+  std::vector<outcome> out;
+  for (auto const& e : errors) out.push_back(outcome_of(e));
+  return out;
+}
+
+template <class T>
+void run_each(T& t, test::algo a, collective_context ctx, std::size_t n = 4096) {
+  (void)test::run(t, a, n, ctx);
+}
+}  // namespace
+
+TEST_CASE("fault: a peer killed mid-collective -> every survivor raises within its deadline") {
+  for (auto a : test::all_algos()) {
+    std::string const algo_name = test::name(a);
+    CAPTURE(algo_name);
+    collective_context const ctx{.step = 1, .tensor = 5, .timeout = 1s};
+    auto const t0 = std::chrono::steady_clock::now();
+    // Group members and single-server workers send once; kill them before it.
+    bool const member =
+        a == test::algo::hierarchical || a == test::algo::hierarchical_quant || a == test::algo::ps_quant;
+    auto res = run_with_fault(4, 1, {.kill_at_send = member ? 0 : 1}, [&](auto& t) { run_each(t, a, ctx); });
+    CHECK(std::chrono::steady_clock::now() - t0 < 20s);
+    int raised = 0;
+    for (std::size_t r = 0; r < res.size(); ++r) {
+      if (r == 1) continue;
+      // A survivor that completed before the kill is fine only if it never needed rank 1 again;
+      // with the kill at rank 1's second send, every collective here still needs rank 1.
+      if (res[r].threw) {
+        ++raised;
+        CHECK_MESSAGE((res[r].kind == errc::peer_lost || res[r].kind == errc::timeout), res[r].what);
+      }
+    }
+    CHECK(raised >= 1);
+    CHECK(res[1].threw);
+  }
+}
+
+TEST_CASE("fault: a corrupted byte is errc::malformed_message") {
+  for (auto a : {test::algo::ring, test::algo::allgather_sparse, test::algo::sra_quant, test::algo::reduce_scatter,
+                 test::algo::ps, test::algo::hierarchical}) {
+    std::string const algo_name = test::name(a);
+    CAPTURE(algo_name);
+    collective_context const ctx{.step = 1, .tensor = 5, .timeout = 1s};
+    auto res = run_with_fault(3, 1, {.corrupt_send = 0, .corrupt_offset = 90}, [&](auto& t) { run_each(t, a, ctx); });
+    bool malformed = false;
+    for (auto const& o : res) {
+      if (o.threw && o.kind == errc::malformed_message) {
+        malformed = true;
+        CHECK(o.what.find("tensor 5") != std::string::npos);
+      }
+    }
+    CHECK(malformed);
+  }
+}
+
+TEST_CASE("fault: a message for the wrong step or tensor is rejected") {
+  for (auto a : {test::algo::ring, test::algo::allgather_dense, test::algo::sra_dense, test::algo::reduce_scatter}) {
+    std::string const algo_name = test::name(a);
+    CAPTURE(algo_name);
+    for (bool wrong_step : {true, false}) {
+      auto errors = test::run_local(3, [&](local_transport& t) {
+        collective_context ctx{.step = 7, .tensor = 2, .timeout = 1s};
+        if (t.rank() == 2) (wrong_step ? ctx.step : ctx.tensor) = 8;
+        run_each(t, a, ctx, 999);
+      });
+      bool rejected = false;
+      for (auto const& e : errors) {
+        auto o = outcome_of(e);
+        if (o.threw && o.kind == errc::malformed_message) {
+          rejected = true;
+          CHECK(o.what.find(wrong_step ? "step" : "tensor") != std::string::npos);
+        }
+      }
+      CHECK(rejected);
+    }
+  }
+}
+
+TEST_CASE("fault: mismatched layouts across ranks -> an error naming the tensor") {
+  for (auto a : {test::algo::ring, test::algo::allgather_sparse, test::algo::sra_quant, test::algo::ps}) {
+    std::string const algo_name = test::name(a);
+    CAPTURE(algo_name);
+    auto errors = test::run_local(3, [&](local_transport& t) {
+      collective_context const ctx{.step = 1, .tensor = 42, .timeout = 1s};
+      run_each(t, a, ctx, t.rank() == 1 ? 1000 : 1024);
+    });
+    bool named = false;
+    for (auto const& e : errors) {
+      auto o = outcome_of(e);
+      if (o.threw && o.kind == errc::malformed_message) named = named || o.what.find("tensor 42") != std::string::npos;
+    }
+    CHECK(named);
+  }
+}
