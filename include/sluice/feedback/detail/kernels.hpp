@@ -1,0 +1,166 @@
+// Element loops shared by the feedback policies: non-finite scans, compensation, residual stores
+// with stochastic rounding for bf16 state, and the sent-position walk of sparse messages.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <type_traits>
+
+#include <sluice/compress/concepts.hpp>
+#include <sluice/core/element.hpp>
+#include <sluice/core/error.hpp>
+#include <sluice/core/parallel.hpp>
+#include <sluice/core/random.hpp>
+#include <sluice/feedback/state.hpp>
+
+namespace sluice::feedback_detail {
+
+inline constexpr std::size_t npos = std::numeric_limits<std::size_t>::max();
+/// Elements per parallel chunk of the element loops (cache-sized: 64 Ki floats = 256 KiB).
+inline constexpr std::size_t grain = std::size_t{1} << 16;
+
+/// True for NaN and ±Inf; branch-free so loops over it vectorize (x - x is 0 only for finite x).
+inline bool non_finite(float x) noexcept { return x - x != 0.0f; }
+
+/// The stream that rounds bf16 state: keyed like the codec's stream but in its own domain, so
+/// state rounding never reuses the codec's random words. Word i rounds element offset + i.
+/// `buffer` separates the streams of a policy's two buffers.
+inline random_stream state_stream(encode_context const& ctx, std::size_t tensor, std::size_t buffer = 0) noexcept {
+  return random_stream(stream_key{ctx.seed ^ (0x5EEDFEEDBACC0001ull + buffer), ctx.rank,
+                                  static_cast<std::uint32_t>(ctx.step), static_cast<std::uint32_t>(tensor)});
+}
+
+/// Narrows x to the state type: exact for float, stochastic rounding for bf16 with the word of
+/// element `index` of the stream. A non-finite x becomes 0: the state is never poisoned.
+template <class S>
+inline S store(float x, random_stream const& rs, std::uint64_t index) noexcept {
+  if (non_finite(x)) x = 0.0f;
+  if constexpr (std::is_same_v<S, float>) {
+    (void)rs;
+    (void)index;
+    return x;
+  } else {
+    return from_float_stochastic<S>(x, rs.word(index));
+  }
+}
+
+/// dst[i] = store(src(i)) for i in [b, e), drawing one Philox block per 4 elements.
+template <class S, class F>
+inline void store_range(S* dst, std::size_t b, std::size_t e, random_stream const& rs, std::uint64_t offset,
+                        F&& src) noexcept {
+  if constexpr (std::is_same_v<S, float>) {
+    (void)rs;
+    (void)offset;
+    for (std::size_t i = b; i < e; ++i) {
+      float const x = src(i);
+      dst[i] = non_finite(x) ? 0.0f : x;
+    }
+  } else {
+    std::size_t i = b;
+    while (i < e) {
+      std::uint64_t const w = offset + i;
+      auto const blk = rs.block(static_cast<std::uint32_t>(w >> 2));
+      for (std::size_t lane = static_cast<std::size_t>(w & 3); lane < 4 && i < e; ++lane, ++i) {
+        float x = src(i);
+        if (non_finite(x)) x = 0.0f;
+        dst[i] = from_float_stochastic<S>(x, blk[lane]);
+      }
+    }
+  }
+}
+
+/// Index of the first i with non-finite f(i), or npos. One parallel read pass.
+template <class F>
+std::size_t first_non_finite(std::size_t n, F&& f) {
+  std::atomic<bool> bad{false};
+  parallel_chunks(n, grain, [&](std::size_t b, std::size_t e, int) {
+    bool any = false;
+    for (std::size_t i = b; i < e; ++i) any |= non_finite(f(i));
+    if (any) bad.store(true, std::memory_order_relaxed);
+  });
+  if (!bad.load()) return npos;
+  for (std::size_t i = 0; i < n; ++i)
+    if (non_finite(f(i))) return i;
+  return npos;
+}
+
+/// Counts non-finite f(i) over [0, n).
+template <class F>
+std::uint64_t count_non_finite(std::size_t n, F&& f) {
+  std::atomic<std::uint64_t> total{0};
+  parallel_chunks(n, grain, [&](std::size_t b, std::size_t e, int) {
+    std::uint64_t c = 0;
+    for (std::size_t i = b; i < e; ++i) c += non_finite(f(i)) ? 1 : 0;
+    if (c != 0) total.fetch_add(c, std::memory_order_relaxed);
+  });
+  return total.load();
+}
+
+/// Applies the non-finite policy to a found position before anything changed: throws for
+/// throw_error, records the skip and returns true for skip_step, returns false for propagate.
+inline bool on_non_finite(non_finite_policy p, feedback_slice const& s, std::size_t index, std::uint64_t step,
+                          char const* policy_name) {
+  if (p == non_finite_policy::throw_error)
+    throw_error(
+        errc::non_finite,
+        "{}: tensor '{}' (id {}) has a non-finite compensated gradient at element {} in step {}; state unchanged "
+        "(choose non_finite_policy::skip_step or propagate to continue past such steps)",
+        policy_name, s.name(), s.tensor(), s.offset() + index, step);
+  if (p == non_finite_policy::skip_step) {
+    s.state().record_skip(s.tensor(), step);
+    return true;
+  }
+  return false;
+}
+
+/// Checks the call before any state changes: grad matches the slice, the slice's state has the
+/// buffers the policy needs, the codec's values are valid and `out` can hold a frame.
+template <class C>
+void check_call(C const& c, feedback_slice const& s, std::size_t grad_size, std::size_t buffers, std::size_t out_size,
+                encode_context const& ctx, char const* policy_name) {
+  require(grad_size == s.size(), errc::size_mismatch,
+          "{}: gradient of {} elements for tensor '{}' slice of {} in step {}", policy_name, grad_size, s.name(),
+          s.size(), ctx.step);
+  require(s.state().buffers() >= buffers, errc::invalid_argument,
+          "{}: tensor '{}' has a feedback state with {} buffers, {} needed (build the state from this policy)",
+          policy_name, s.name(), s.state().buffers(), buffers);
+  if constexpr (requires { c.validate(); }) c.validate();
+  std::size_t const need = c.max_encoded_bytes(grad_size);
+  require(out_size >= need, errc::size_mismatch,
+          "{}: output of {} bytes for tensor '{}' in step {}, the codec needs up to {} (size it by max_encoded_bytes "
+          "of warmup().peak(codec))",
+          policy_name, out_size, s.name(), ctx.step, need);
+}
+
+/// Calls f(i, value) for every element position a sparse message sent (padding of a partial last
+/// block skipped), in increasing order.
+template <class T, class F>
+void for_each_sent(sparse_buffer<T> const& sp, std::size_t n, F&& f) {
+  std::size_t const bs = sp.block_size();
+  auto const idx = sp.indices();
+  auto const val = sp.values();
+  for (std::size_t j = 0; j < idx.size(); ++j) {
+    std::size_t const base = static_cast<std::size_t>(idx[j]) * bs;
+    std::size_t const len = base < n ? std::min(bs, n - base) : 0;
+    for (std::size_t k = 0; k < len; ++k) f(base + k, to_float(val[j * bs + k]));
+  }
+}
+
+/// Runs f.template operator()<S>() with S the state's element type (float or Eigen::bfloat16).
+template <class F>
+decltype(auto) with_state_type(element_type precision, F&& f) {
+  if (precision == element_type::f32) return f.template operator()<float>();
+  return f.template operator()<Eigen::bfloat16>();
+}
+
+/// Grows v to n elements without shrinking capacity.
+template <class V>
+void fit(V& v, std::size_t n) {
+  if (v.size() != n) v.resize(n);
+}
+
+}  // namespace sluice::feedback_detail

@@ -1,0 +1,151 @@
+// residual: error feedback as in EF-SGD (Karimireddy et al. 2019): compensate c = g + e, send
+// encode(c), keep e = c - decode(encode(c)). Fused for sparse codecs (the top-k family) and the
+// max-min quantizer; the fused paths are bit-identical to the unfused composition.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <string_view>
+#include <type_traits>
+
+#include <fmt/format.h>
+
+#include <sluice/feedback/concepts.hpp>
+#include <sluice/feedback/detail/fused_quantize.hpp>
+#include <sluice/feedback/detail/kernels.hpp>
+
+namespace sluice {
+
+namespace feedback_detail {
+
+/// The reference composition: c = g + e into scratch, encode(c), decode into scratch, e = c - d.
+template <class S, class C, class T>
+std::size_t residual_unfused(C const& c, feedback_slice const& s, std::span<T const> grad, encode_context const& ctx,
+                             feedback_workspace<C, T>& ws, std::span<std::byte> out, bool count) {
+  std::size_t const n = grad.size();
+  auto const e = s.template buffer<S>(0);
+  fit(ws.compensated, n);
+  float* const cf = ws.compensated.data();
+  parallel_chunks(n, grain, [&](std::size_t b, std::size_t end, int) {
+    for (std::size_t i = b; i < end; ++i) cf[i] = to_float(grad[i]) + to_float(e[i]);
+  });
+  if (count) s.state().record_non_finite(count_non_finite(n, [&](std::size_t i) { return cf[i]; }));
+  std::size_t bytes = 0;
+  if constexpr (std::is_same_v<T, float>) {
+    bytes = c.encode(std::span<float const>(cf, n), ctx, ws.codec, out);
+  } else {
+    fit(ws.input, n);
+    for (std::size_t i = 0; i < n; ++i) ws.input[i] = from_float<T>(cf[i]);
+    bytes = c.encode(std::span<T const>(ws.input), ctx, ws.codec, out);
+  }
+  fit(ws.decoded, n);
+  c.decode(std::span<std::byte const>(out.data(), bytes), ctx, ws.codec, std::span<T>(ws.decoded));
+  auto const rs = state_stream(ctx, s.tensor());
+  T const* const d = ws.decoded.data();
+  parallel_chunks(n, grain, [&](std::size_t b, std::size_t end, int) {
+    store_range<S>(e.data(), b, end, rs, s.offset(), [&](std::size_t i) { return cf[i] - to_float(d[i]); });
+  });
+  return bytes;
+}
+
+/// Sparse codecs: compensate (in place for fp32 state and float gradients), encode, then subtract
+/// only what was sent, read back from the message as indices and values; no dense decode. Equal
+/// bit for bit to residual_unfused, since a sparse decode is 0 wherever nothing was sent.
+template <class S, class C, class T>
+std::size_t residual_fused_sparse(C const& c, feedback_slice const& s, std::span<T const> grad,
+                                  encode_context const& ctx, feedback_workspace<C, T>& ws, std::span<std::byte> out,
+                                  bool count) {
+  std::size_t const n = grad.size();
+  auto const e = s.template buffer<S>(0);
+  std::size_t bytes = 0;
+  if constexpr (std::is_same_v<S, float> && std::is_same_v<T, float>) {
+    float* const ep = e.data();
+    float const* const gp = grad.data();
+    parallel_chunks(n, grain, [&](std::size_t b, std::size_t end, int) {
+      for (std::size_t i = b; i < end; ++i) ep[i] = gp[i] + ep[i];
+    });
+    std::uint64_t bad = 0;
+    if (count) {
+      bad = count_non_finite(n, [&](std::size_t i) { return ep[i]; });
+      s.state().record_non_finite(bad);
+    }
+    bytes = c.encode(std::span<float const>(ep, n), ctx, ws.codec, out);
+    c.decode_sparse(std::span<std::byte const>(out.data(), bytes), ctx, ws.codec, ws.sparse);
+    for_each_sent(ws.sparse, n, [&](std::size_t i, float v) { ep[i] = ep[i] - v; });
+    if (bad != 0)
+      parallel_chunks(n, grain, [&](std::size_t b, std::size_t end, int) {
+        for (std::size_t i = b; i < end; ++i) ep[i] = non_finite(ep[i]) ? 0.0f : ep[i];
+      });
+  } else {
+    fit(ws.compensated, n);
+    float* const cf = ws.compensated.data();
+    parallel_chunks(n, grain, [&](std::size_t b, std::size_t end, int) {
+      for (std::size_t i = b; i < end; ++i) cf[i] = to_float(grad[i]) + to_float(e[i]);
+    });
+    if (count) s.state().record_non_finite(count_non_finite(n, [&](std::size_t i) { return cf[i]; }));
+    if constexpr (std::is_same_v<T, float>) {
+      bytes = c.encode(std::span<float const>(cf, n), ctx, ws.codec, out);
+    } else {
+      fit(ws.input, n);
+      for (std::size_t i = 0; i < n; ++i) ws.input[i] = from_float<T>(cf[i]);
+      bytes = c.encode(std::span<T const>(ws.input), ctx, ws.codec, out);
+    }
+    c.decode_sparse(std::span<std::byte const>(out.data(), bytes), ctx, ws.codec, ws.sparse);
+    auto const rs = state_stream(ctx, s.tensor());
+    parallel_chunks(n, grain, [&](std::size_t b, std::size_t end, int) {
+      store_range<S>(e.data(), b, end, rs, s.offset(), [&](std::size_t i) { return cf[i] - 0.0f; });
+    });
+    for_each_sent(ws.sparse, n, [&](std::size_t i, float v) { e[i] = store<S>(cf[i] - v, rs, s.offset() + i); });
+  }
+  return bytes;
+}
+
+}  // namespace feedback_detail
+
+/// Error feedback with one fp32 or bf16 residual per tensor element (stochastic rounding for
+/// bf16). Nothing is lost: the sum of what was sent plus the residual is the sum of gradients.
+struct residual {
+  using feedback_concept = feedback_tag;
+  static constexpr std::uint16_t state_kind = 1;
+  static constexpr std::size_t state_buffers = 1;
+  element_type precision = element_type::f32;                     ///< residual storage: f32 or bf16
+  non_finite_policy non_finite = non_finite_policy::throw_error;  ///< what NaN/Inf gradients do
+  bool fuse = true;  ///< use a fused path when the codec has one (false: always the unfused composition)
+  friend bool operator==(residual const&, residual const&) = default;
+
+  /// Compensates, encodes and updates the residual; see FeedbackFor.
+  template <class C, Element T>
+  std::size_t encode(C const& codec, feedback_slice s, std::span<T const> grad, encode_context const& ctx,
+                     feedback_workspace<C, T>& ws, std::span<std::byte> out) const {
+    C const c = s.warmup().apply(codec, ctx.step);
+    feedback_detail::check_call(c, s, grad.size(), 1, out.size(), ctx, "residual");
+    return feedback_detail::with_state_type(s.precision(), [&]<class S>() -> std::size_t {
+      auto const e = s.template buffer<S>(0);
+      if (non_finite != non_finite_policy::propagate) {
+        auto const at = feedback_detail::first_non_finite(
+            grad.size(), [&](std::size_t i) { return to_float(grad[i]) + to_float(e[i]); });
+        if (at != feedback_detail::npos && feedback_detail::on_non_finite(non_finite, s, at, ctx.step, "residual"))
+          return 0;
+      }
+      bool const count = non_finite == non_finite_policy::propagate;
+      if (fuse) {
+        if constexpr (feedback_detail::has_fused_quantize<C, T>)
+          return feedback_detail::residual_fused_quantize<S>(c, s, grad, ctx, ws, out, count);
+        else if constexpr (SparseCodec<C, T>)
+          return feedback_detail::residual_fused_sparse<S>(c, s, grad, ctx, ws, out, count);
+      }
+      return feedback_detail::residual_unfused<S>(c, s, grad, ctx, ws, out, count);
+    });
+  }
+};
+
+}  // namespace sluice
+
+template <>
+struct fmt::formatter<sluice::residual> : fmt::formatter<std::string_view> {
+  template <class Ctx>
+  auto format(sluice::residual const& f, Ctx& ctx) const {
+    return fmt::format_to(ctx.out(), "residual{{.precision = {}, .non_finite = {}, .fuse = {}}}",
+                          sluice::to_string(f.precision), f.non_finite, f.fuse);
+  }
+};

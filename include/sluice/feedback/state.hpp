@@ -1,0 +1,351 @@
+// feedback_state: the per-tensor error-feedback buffers (residual, momentum, accumulator, EF21
+// estimate) in fp32 or bf16, the warm-up schedule, non-finite counters, and a bit-exact checkpoint.
+// Kept per tensor, never per bucket, so a new bucket plan or compression ratio loses nothing.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include <sluice/core/element.hpp>
+#include <sluice/core/error.hpp>
+#include <sluice/feedback/detail/serial.hpp>
+#include <sluice/feedback/warmup.hpp>
+
+namespace sluice {
+
+/// What a feedback does when a compensated gradient holds NaN or Inf.
+enum class non_finite_policy : std::uint8_t {
+  throw_error = 0,  ///< errc::non_finite naming tensor, element and step; nothing changes
+  skip_step = 1,    ///< encode writes nothing and returns 0, nothing changes; the skip is counted in report()
+  propagate = 2,    ///< the values reach the codec as they are; the state is reset to 0 there (never poisoned)
+};
+
+constexpr std::string_view to_string(non_finite_policy p) noexcept {
+  switch (p) {
+    case non_finite_policy::throw_error:
+      return "throw_error";
+    case non_finite_policy::skip_step:
+      return "skip_step";
+    case non_finite_policy::propagate:
+      return "propagate";
+  }
+  return "unknown";
+}
+
+/// Non-finite events since construction (or restore). Read between steps.
+struct feedback_report {
+  static constexpr std::uint64_t no_step = std::numeric_limits<std::uint64_t>::max();
+  std::uint64_t skipped_calls = 0;            ///< encode calls skipped under skip_step
+  std::uint64_t last_skipped_step = no_step;  ///< step of the last skip, or no_step
+  std::uint64_t last_skipped_tensor = 0;      ///< tensor id of the last skip
+  std::uint64_t non_finite_values = 0;        ///< values passed through under propagate
+  friend bool operator==(feedback_report const&, feedback_report const&) = default;
+};
+
+class feedback_state;
+
+/// Elements [offset, offset + size) of one tensor's feedback state: what one encode call works
+/// on (a whole tensor, or one chunk of a bucket plan). Cheap to copy; does not own.
+class feedback_slice {
+ public:
+  feedback_slice(feedback_state& s, std::size_t tensor, std::size_t offset, std::size_t count) noexcept
+      : state_(&s), tensor_(tensor), offset_(offset), count_(count) {}
+
+  [[nodiscard]] feedback_state& state() const noexcept { return *state_; }
+  [[nodiscard]] std::size_t tensor() const noexcept { return tensor_; }  ///< tensor id
+  [[nodiscard]] std::size_t offset() const noexcept { return offset_; }  ///< first element in the tensor
+  [[nodiscard]] std::size_t size() const noexcept { return count_; }     ///< elements
+  [[nodiscard]] std::string_view name() const noexcept;                  ///< tensor name
+  [[nodiscard]] element_type precision() const noexcept;                 ///< f32 or bf16
+  [[nodiscard]] sluice::warmup const& warmup() const noexcept;           ///< the state's schedule
+  /// Buffer b of this slice as S (float for f32 state, Eigen::bfloat16 for bf16 state).
+  template <class S>
+  [[nodiscard]] std::span<S> buffer(std::size_t b) const noexcept;
+
+ private:
+  feedback_state* state_;
+  std::size_t tensor_, offset_, count_;
+};
+
+/// The state of one feedback policy over all tensors of a model. Built from the policy value
+/// (which says how many buffers and their precision) and the tensors' element counts; buffers
+/// start at zero. Encode calls on disjoint slices may run concurrently.
+class feedback_state {
+ public:
+  feedback_state() = default;
+
+  /// Low-level constructor: `kind` identifies the policy in checkpoints, `buffers` per tensor
+  /// (0..2), `precision` f32 or bf16. errc::invalid_argument otherwise.
+  feedback_state(std::uint16_t kind, std::size_t buffers, element_type precision, std::span<std::size_t const> extents,
+                 std::span<std::string const> names = {})
+      : kind_(kind), buffers_(buffers), precision_(precision) {
+    require(buffers <= 2, errc::invalid_argument, "feedback_state: at most 2 buffers per tensor, got {}", buffers);
+    require(precision == element_type::f32 || precision == element_type::bf16, errc::invalid_argument,
+            "feedback_state: state precision must be f32 or bf16, got {}", to_string(precision));
+    require(names.empty() || names.size() == extents.size(), errc::size_mismatch,
+            "feedback_state: {} names for {} tensors", names.size(), extents.size());
+    tensors_.resize(extents.size());
+    for (std::size_t t = 0; t < extents.size(); ++t) {
+      auto& te = tensors_[t];
+      te.name = names.empty() ? fmt::format("#{}", t) : names[t];
+      te.extent = extents[t];
+      for (std::size_t b = 0; b < buffers; ++b) {
+        if (precision == element_type::f32)
+          te.f32[b].assign(extents[t], 0.0f);
+        else
+          te.bf16[b].assign(extents[t], Eigen::bfloat16(0.0f));
+      }
+    }
+  }
+
+  /// The state a feedback policy `f` needs for tensors of these element counts (and names, used
+  /// in error messages and checkpoints).
+  template <class F>
+  feedback_state(F const& f, std::span<std::size_t const> extents, std::span<std::string const> names = {})
+      : feedback_state(F::state_kind, F::state_buffers, precision_of(f), extents, names) {}
+
+  template <class F>
+  static element_type precision_of(F const& f) noexcept {
+    if constexpr (requires { f.precision; })
+      return f.precision;
+    else
+      return element_type::f32;
+  }
+
+  [[nodiscard]] std::uint16_t kind() const noexcept { return kind_; }
+  [[nodiscard]] std::size_t buffers() const noexcept { return buffers_; }
+  [[nodiscard]] element_type precision() const noexcept { return precision_; }
+  [[nodiscard]] std::size_t tensor_count() const noexcept { return tensors_.size(); }
+  [[nodiscard]] std::size_t extent(std::size_t t) const { return entry(t).extent; }
+  [[nodiscard]] std::string_view name(std::size_t t) const { return entry(t).name; }
+
+  /// The whole of tensor t.
+  [[nodiscard]] feedback_slice slice(std::size_t t) { return {*this, t, 0, entry(t).extent}; }
+  /// Elements [offset, offset + count) of tensor t (a chunk). errc::size_mismatch when out of range.
+  [[nodiscard]] feedback_slice slice(std::size_t t, std::size_t offset, std::size_t count) {
+    auto const& te = entry(t);
+    require(offset <= te.extent && count <= te.extent - offset, errc::size_mismatch,
+            "feedback_state: slice [{}, {}) of tensor '{}' outside its {} elements", offset, offset + count, te.name,
+            te.extent);
+    return {*this, t, offset, count};
+  }
+
+  /// Buffer b of tensor t as S (float or Eigen::bfloat16, matching precision()).
+  template <class S>
+  [[nodiscard]] std::span<S> buffer(std::size_t t, std::size_t b) {
+    auto& te = entry(t);
+    require(b < buffers_, errc::invalid_argument, "feedback_state: buffer {} of {}", b, buffers_);
+    if constexpr (std::is_same_v<S, float>) {
+      require(precision_ == element_type::f32, errc::invalid_argument, "feedback_state: state is {}, not f32",
+              to_string(precision_));
+      return te.f32[b];
+    } else {
+      static_assert(std::is_same_v<S, Eigen::bfloat16>, "feedback_state: buffers are float or Eigen::bfloat16");
+      require(precision_ == element_type::bf16, errc::invalid_argument, "feedback_state: state is {}, not bf16",
+              to_string(precision_));
+      return te.bf16[b];
+    }
+  }
+  /// Element i of buffer b of tensor t, widened to float.
+  [[nodiscard]] float value(std::size_t t, std::size_t b, std::size_t i) const {
+    auto const& te = entry(t);
+    return precision_ == element_type::f32 ? te.f32[b].at(i) : static_cast<float>(te.bf16[b].at(i));
+  }
+
+  [[nodiscard]] sluice::warmup const& warmup() const noexcept { return warmup_; }
+  /// Sets the warm-up schedule (saved with the state). errc::invalid_argument for a bad one.
+  void set_warmup(sluice::warmup const& w) {
+    w.validate();
+    warmup_ = w;
+  }
+
+  /// Non-finite events so far.
+  [[nodiscard]] feedback_report report() const noexcept {
+    auto& self = const_cast<feedback_state&>(*this);
+    return {std::atomic_ref(self.report_.skipped_calls).load(), std::atomic_ref(self.report_.last_skipped_step).load(),
+            std::atomic_ref(self.report_.last_skipped_tensor).load(),
+            std::atomic_ref(self.report_.non_finite_values).load()};
+  }
+  /// Records a skipped encode call (thread-safe).
+  void record_skip(std::size_t tensor, std::uint64_t step) noexcept {
+    std::atomic_ref(report_.skipped_calls).fetch_add(1);
+    std::atomic_ref(report_.last_skipped_step).store(step);
+    std::atomic_ref(report_.last_skipped_tensor).store(tensor);
+  }
+  /// Records values passed through under propagate (thread-safe).
+  void record_non_finite(std::uint64_t count) noexcept { std::atomic_ref(report_.non_finite_values).fetch_add(count); }
+
+  /// Sets every buffer to zero (keeps warm-up and counters).
+  void clear() {
+    for (auto& te : tensors_)
+      for (std::size_t b = 0; b < buffers_; ++b) {
+        std::fill(te.f32[b].begin(), te.f32[b].end(), 0.0f);
+        std::fill(te.bf16[b].begin(), te.bf16[b].end(), Eigen::bfloat16(0.0f));
+      }
+  }
+
+  /// The checkpoint: every bit of the state, the warm-up schedule and the counters.
+  ///   u32 "SLFS", u16 version 1, u16 kind, u8 precision, u8 buffers, u16 0, u64 tensors,
+  ///   warm-up (u64 steps, f64 start, u64 stages, u8 shape, 7 x u8 0), report (4 x u64),
+  ///   per tensor: u64 extent, u32 name bytes, u32 0, name, buffers (raw little-endian elements),
+  ///   then u64 stable hash of everything before it.
+  [[nodiscard]] std::vector<std::byte> save() const {
+    using feedback_detail::put;
+    std::vector<std::byte> out;
+    put<std::uint32_t>(out, magic);
+    put<std::uint16_t>(out, 1);
+    put<std::uint16_t>(out, kind_);
+    put<std::uint8_t>(out, static_cast<std::uint8_t>(precision_));
+    put<std::uint8_t>(out, static_cast<std::uint8_t>(buffers_));
+    put<std::uint16_t>(out, 0);
+    put<std::uint64_t>(out, tensors_.size());
+    put<std::uint64_t>(out, warmup_.steps);
+    put<double>(out, warmup_.start);
+    put<std::uint64_t>(out, warmup_.stages);
+    put<std::uint8_t>(out, static_cast<std::uint8_t>(warmup_.shape));
+    for (int i = 0; i < 7; ++i) put<std::uint8_t>(out, 0);
+    auto const r = report();
+    put<std::uint64_t>(out, r.skipped_calls);
+    put<std::uint64_t>(out, r.last_skipped_step);
+    put<std::uint64_t>(out, r.last_skipped_tensor);
+    put<std::uint64_t>(out, r.non_finite_values);
+    for (auto const& te : tensors_) {
+      put<std::uint64_t>(out, te.extent);
+      put<std::uint32_t>(out, static_cast<std::uint32_t>(te.name.size()));
+      put<std::uint32_t>(out, 0);
+      feedback_detail::append(out, std::as_bytes(std::span(te.name.data(), te.name.size())));
+      for (std::size_t b = 0; b < buffers_; ++b) {
+        if (precision_ == element_type::f32)
+          feedback_detail::append(out, std::as_bytes(std::span(te.f32[b])));
+        else
+          feedback_detail::append(out, std::as_bytes(std::span(te.bf16[b])));
+      }
+    }
+    put<std::uint64_t>(out, feedback_detail::stable_hash(out));
+    return out;
+  }
+
+  /// Restores save()'s bytes into a state built for the same policy kind, precision and tensors.
+  /// Validates everything first (errc::malformed_message for damaged bytes, errc::size_mismatch
+  /// naming the first tensor that differs); on error nothing changes.
+  void restore(std::span<std::byte const> bytes) {
+    using feedback_detail::reader;
+    require(bytes.size() >= 8, errc::malformed_message, "feedback checkpoint: {} bytes is too short", bytes.size());
+    std::uint64_t stored_hash = 0;
+    std::memcpy(&stored_hash, bytes.data() + bytes.size() - 8, 8);
+    require(stored_hash == feedback_detail::stable_hash(bytes.first(bytes.size() - 8)), errc::malformed_message,
+            "feedback checkpoint: checksum mismatch (damaged or truncated)");
+    reader r(bytes.first(bytes.size() - 8));
+    std::uint32_t m = 0;
+    std::uint16_t version = 0, kind = 0, zero16 = 0;
+    std::uint8_t prec = 0, bufs = 0;
+    std::uint64_t count = 0;
+    sluice::warmup w;
+    std::uint8_t shape = 0;
+    feedback_report rep;
+    bool ok = r.get(m) && r.get(version) && r.get(kind) && r.get(prec) && r.get(bufs) && r.get(zero16) &&
+              r.get(count) && r.get(w.steps) && r.get(w.start) && r.get(w.stages) && r.get(shape);
+    for (int i = 0; ok && i < 7; ++i) ok = r.skip(1);
+    ok = ok && r.get(rep.skipped_calls) && r.get(rep.last_skipped_step) && r.get(rep.last_skipped_tensor) &&
+         r.get(rep.non_finite_values);
+    require(ok, errc::malformed_message, "feedback checkpoint: truncated header");
+    require(m == magic, errc::malformed_message, "feedback checkpoint: bad magic 0x{:08x}", m);
+    require(version == 1, errc::malformed_message, "feedback checkpoint: version {} is not supported (reader: 1)",
+            version);
+    require(kind == kind_, errc::size_mismatch, "feedback checkpoint: saved by feedback kind {}, this state is kind {}",
+            kind, kind_);
+    require(prec == static_cast<std::uint8_t>(precision_) && bufs == buffers_, errc::size_mismatch,
+            "feedback checkpoint: {} buffers of precision {} saved, this state has {} of {}", bufs, prec, buffers_,
+            to_string(precision_));
+    require(shape <= 1, errc::malformed_message, "feedback checkpoint: unknown warm-up shape {}", shape);
+    w.shape = static_cast<ramp_shape>(shape);
+    require(count == tensors_.size(), errc::size_mismatch, "feedback checkpoint: {} tensors saved, this state has {}",
+            count, tensors_.size());
+    std::size_t const es = precision_ == element_type::f32 ? 4 : 2;
+    std::vector<std::span<std::byte const>> payload(tensors_.size() * buffers_);
+    for (std::size_t t = 0; t < tensors_.size(); ++t) {
+      std::uint64_t extent = 0;
+      std::uint32_t name_len = 0, zero = 0;
+      std::span<std::byte const> name;
+      require(r.get(extent) && r.get(name_len) && r.get(zero) && r.take(name_len, name), errc::malformed_message,
+              "feedback checkpoint: truncated at tensor #{}", t);
+      std::string_view const saved_name(reinterpret_cast<char const*>(name.data()), name.size());
+      require(extent == tensors_[t].extent && saved_name == tensors_[t].name, errc::size_mismatch,
+              "feedback checkpoint: tensor #{} is '{}' with {} elements, this state has '{}' with {}", t, saved_name,
+              extent, tensors_[t].name, tensors_[t].extent);
+      for (std::size_t b = 0; b < buffers_; ++b)
+        require(r.take(static_cast<std::size_t>(extent) * es, payload[t * buffers_ + b]), errc::malformed_message,
+                "feedback checkpoint: truncated buffer {} of tensor '{}'", b, tensors_[t].name);
+    }
+    require(r.left() == 0, errc::malformed_message, "feedback checkpoint: {} trailing bytes", r.left());
+    w.validate();
+    // Everything checked: commit.
+    for (std::size_t t = 0; t < tensors_.size(); ++t)
+      for (std::size_t b = 0; b < buffers_; ++b) {
+        auto const src = payload[t * buffers_ + b];
+        if (src.empty()) continue;
+        if (precision_ == element_type::f32)
+          std::memcpy(tensors_[t].f32[b].data(), src.data(), src.size());
+        else
+          std::memcpy(tensors_[t].bf16[b].data(), src.data(), src.size());
+      }
+    warmup_ = w;
+    report_ = rep;
+  }
+
+  /// Equal configuration, warm-up, counters and bit-identical buffers.
+  friend bool operator==(feedback_state const& a, feedback_state const& b) { return a.save() == b.save(); }
+
+ private:
+  static constexpr std::uint32_t magic = 0x53464C53u;  // "SLFS"
+
+  struct tensor_entry {
+    std::string name;
+    std::size_t extent = 0;
+    std::array<std::vector<float>, 2> f32{};
+    std::array<std::vector<Eigen::bfloat16>, 2> bf16{};
+  };
+
+  tensor_entry& entry(std::size_t t) {
+    require(t < tensors_.size(), errc::invalid_argument, "feedback_state: tensor id {} out of range [0, {})", t,
+            tensors_.size());
+    return tensors_[t];
+  }
+  tensor_entry const& entry(std::size_t t) const { return const_cast<feedback_state&>(*this).entry(t); }
+
+  std::uint16_t kind_ = 0;
+  std::size_t buffers_ = 0;
+  element_type precision_ = element_type::f32;
+  std::vector<tensor_entry> tensors_;
+  sluice::warmup warmup_{};
+  feedback_report report_{};
+};
+
+inline std::string_view feedback_slice::name() const noexcept { return state_->name(tensor_); }
+inline element_type feedback_slice::precision() const noexcept { return state_->precision(); }
+inline sluice::warmup const& feedback_slice::warmup() const noexcept { return state_->warmup(); }
+template <class S>
+std::span<S> feedback_slice::buffer(std::size_t b) const noexcept {
+  return state_->template buffer<S>(tensor_, b).subspan(offset_, count_);
+}
+
+}  // namespace sluice
+
+template <>
+struct fmt::formatter<sluice::non_finite_policy> : fmt::formatter<std::string_view> {
+  template <class Ctx>
+  auto format(sluice::non_finite_policy p, Ctx& ctx) const {
+    return fmt::formatter<std::string_view>::format(sluice::to_string(p), ctx);
+  }
+};
