@@ -1,0 +1,280 @@
+// Cache-aware block top-k (StellaTrain, SIGCOMM'24 §4): keep the ceil(k/B) blocks of B contiguous
+// elements (default 16 floats = one 64-byte line) with the largest L1 or L2 score, chosen exactly
+// over the whole tensor (StellaTrain's scan stops early and never looks at the tail), one index per
+// block on the wire. Scoring is one streaming read; selection runs on the n/B scores.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include <sluice/compress/concepts.hpp>
+#include <sluice/compress/detail/common.hpp>
+#include <sluice/compress/detail/select.hpp>
+#include <sluice/core/parallel.hpp>
+#include <sluice/core/sparse.hpp>
+#include <sluice/core/varint.hpp>
+
+namespace sluice {
+
+/// How a block is scored.
+enum class block_score : std::uint8_t {
+  l1 = 0,  ///< sum of |x|
+  l2 = 1,  ///< sum of x^2 (ranks like the L2 norm)
+};
+
+namespace compress_detail {
+
+/// Score of one block of `len` elements, in a fixed order so every build and thread count agrees:
+/// four lane sums (lane = offset mod 4, each accumulated left to right from 0), combined as
+/// (lane0 + lane1) + (lane2 + lane3).
+template <block_score S, Element T>
+inline float block_score_of(T const* SLUICE_RESTRICT x, std::size_t len) noexcept {
+  float lane[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  std::size_t e = 0;
+  for (; e + 4 <= len; e += 4)
+    for (std::size_t j = 0; j < 4; ++j) {
+      float const v = to_float(x[e + j]);
+      lane[j] += S == block_score::l1 ? std::abs(v) : v * v;
+    }
+  for (std::size_t j = 0; e + j < len; ++j) {
+    float const v = to_float(x[e + j]);
+    lane[j] += S == block_score::l1 ? std::abs(v) : v * v;
+  }
+  return (lane[0] + lane[1]) + (lane[2] + lane[3]);
+}
+
+/// Scores every block of `in` (block size B, last block partial) into `scores`, in parallel.
+template <block_score S, std::size_t FixedB, Element T>
+void score_blocks_as(std::span<T const> in, std::size_t B, std::span<float> scores) {
+  std::size_t const n = in.size(), nb = scores.size();
+  std::size_t const full = n / B;
+  parallel_chunks(nb, std::size_t{1} << 12, [&](std::size_t b, std::size_t e, int) {
+    T const* SLUICE_RESTRICT x = in.data();
+    float* SLUICE_RESTRICT s = scores.data();
+    std::size_t const fe = std::min(e, full);
+    for (std::size_t j = b; j < fe; ++j) {
+      if constexpr (FixedB != 0)
+        s[j] = block_score_of<S>(x + j * FixedB, FixedB);
+      else
+        s[j] = block_score_of<S>(x + j * B, B);
+    }
+    for (std::size_t j = std::max(b, full); j < e; ++j) s[j] = block_score_of<S>(x + j * B, n - j * B);
+  });
+}
+
+/// Scores every block of `in` into `scores` (size ceil(n / B)).
+template <Element T>
+void score_blocks(std::span<T const> in, std::size_t B, block_score score, std::span<float> scores) {
+  if (score == block_score::l1) {
+    if (B == 16) return score_blocks_as<block_score::l1, 16>(in, B, scores);
+    return score_blocks_as<block_score::l1, 0>(in, B, scores);
+  }
+  if (B == 16) return score_blocks_as<block_score::l2, 16>(in, B, scores);
+  return score_blocks_as<block_score::l2, 0>(in, B, scores);
+}
+
+}  // namespace compress_detail
+
+/// Keeps the b = min(ceil(k / block), ceil(n / block)) blocks with the largest score, k =
+/// keep_count(ratio, n) = ceil(ratio * n); ties go to the lower block; a NaN score ranks first.
+/// Wire: section 0 = {u32 block, u32 score}, section 1 = b * block values as T (the part of a last
+/// partial block past n is zero), section 2 = b sorted block indices, delta + LEB128 varint.
+/// Decoded values are exact; every element outside the kept blocks decodes to 0.
+struct block_top_k {
+  using codec_concept = codec_tag;
+  static constexpr bool is_sparse = true;
+
+  double ratio = 0.01;                  ///< fraction of elements kept, in (0, 1]
+  std::size_t block = 16;               ///< elements per block, in [1, 65536]; 16 floats = one cache line
+  block_score score = block_score::l1;  ///< block ranking
+
+  friend bool operator==(block_top_k const&, block_top_k const&) = default;
+
+  /// Per-tensor scratch: block scores, selection buffers and the selected blocks.
+  template <Element T>
+  struct workspace {
+    std::vector<float> scores{};
+    compress_detail::select_workspace<float> select{};
+    std::vector<std::uint32_t> indices{};
+    std::vector<float> kept_scores{};
+  };
+
+  /// Number of blocks of n elements.
+  [[nodiscard]] std::size_t block_count(std::size_t n) const noexcept {
+    return block == 0 ? 0 : (n + block - 1) / block;
+  }
+  /// Blocks kept out of n elements.
+  [[nodiscard]] std::size_t keep_blocks(std::size_t n) const noexcept {
+    if (block == 0) return 0;
+    std::size_t const k = compress_detail::keep_count(ratio, n);
+    return std::min((k + block - 1) / block, block_count(n));
+  }
+
+  /// Exact bound on the frame size for n elements of T (the default, float, bounds every T).
+  template <Element T = float>
+  [[nodiscard]] std::size_t max_encoded_bytes(std::size_t n) const noexcept {
+    std::size_t const b = keep_blocks(n);
+    return wire::frame_bytes({8, b * block * sizeof(T), wire::max_index_bytes(b, block_count(n))});
+  }
+
+  /// Throws errc::invalid_argument for a ratio outside (0, 1] or a block size outside [1, 65536].
+  void validate() const {
+    compress_detail::check_ratio(ratio, "block_top_k");
+    require(block >= 1 && block <= 65536, errc::invalid_argument,
+            "block_top_k: block size {} is outside [1, 65536]; 16 floats fill one 64-byte cache line", block);
+    require(score == block_score::l1 || score == block_score::l2, errc::invalid_argument,
+            "block_top_k: unknown block score {}", static_cast<int>(score));
+  }
+
+  /// Scores all blocks and selects the kept ones into ws.indices (first keep_blocks(n) entries,
+  /// increasing); the building block of encode() and of fused error-feedback paths.
+  template <Element T>
+  void select(std::span<T const> in, workspace<T>& ws) const {
+    validate();
+    compress_detail::check_index_range(in.size(), "block_top_k");
+    std::size_t const nb = block_count(in.size()), b = keep_blocks(in.size());
+    compress_detail::grow(ws.scores, nb);
+    compress_detail::grow(ws.indices, b);
+    compress_detail::grow(ws.kept_scores, b);
+    std::span<float> scores(ws.scores.data(), nb);
+    compress_detail::score_blocks(in, block, score, scores);
+    compress_detail::select_top_k<float, std::uint32_t>(scores, b, ws.select, std::span(ws.indices),
+                                                        std::span(ws.kept_scores));
+  }
+
+  /// Writes the frame of a selection made by select().
+  template <Element T>
+  std::size_t write(std::span<T const> in, encode_context const& ctx, workspace<T> const& ws,
+                    std::span<std::byte> out) const {
+    std::size_t const n = in.size(), nb = block_count(n), b = keep_blocks(n);
+    wire::writer w(out, compress_detail::make_header<T>(wire::codec_id::block_top_k, ctx, n));
+    std::uint32_t const params[2] = {static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(score)};
+    w.write(std::as_bytes(std::span(params)));
+    std::byte* const v = w.next().data();
+    std::size_t const row = block * sizeof(T);
+    parallel_chunks(b, std::size_t{1} << 10, [&](std::size_t jb, std::size_t je, int) {
+      for (std::size_t j = jb; j < je; ++j) {
+        std::size_t const first = static_cast<std::size_t>(ws.indices[j]) * block;
+        std::size_t const len = std::min(block, n - first);
+        std::memcpy(v + j * row, in.data() + first, len * sizeof(T));
+        if (len < block) std::memset(v + j * row + len * sizeof(T), 0, (block - len) * sizeof(T));
+      }
+    });
+    w.commit(b * row);
+    (void)nb;
+    std::size_t const ib =
+        wire::encode_sorted_indices<std::uint32_t>(std::span<std::uint32_t const>(ws.indices.data(), b), w.next());
+    w.commit(ib);
+    return w.finish();
+  }
+
+  /// Encodes `in` into `out` (at least max_encoded_bytes<T>(in.size()) bytes); returns bytes written.
+  template <Element T>
+  std::size_t encode(std::span<T const> in, encode_context const& ctx, workspace<T>& ws,
+                     std::span<std::byte> out) const {
+    validate();
+    compress_detail::check_out(out.size(), max_encoded_bytes<T>(in.size()), "block_top_k");
+    select(in, ws);
+    return write(in, ctx, ws, out);
+  }
+
+  /// Overwrites `dense` with the decoded tensor (zeros outside the kept blocks).
+  template <Element T>
+  void decode(std::span<std::byte const> msg, encode_context const&, workspace<T>& ws, std::span<T> dense) const {
+    apply(msg, ws, dense, false);
+  }
+
+  /// Adds the decoded tensor into `dense`.
+  template <Element T>
+  void decode_add(std::span<std::byte const> msg, encode_context const&, workspace<T>& ws, std::span<T> dense) const {
+    apply(msg, ws, dense, true);
+  }
+
+  /// Decodes to a sparse_buffer with block_size = block (values of a partial last block past the
+  /// extent are padding). The extent is the frame's.
+  template <Element T>
+  void decode_sparse(std::span<std::byte const> msg, encode_context const&, workspace<T>& ws,
+                     sparse_buffer<T>& out) const {
+    auto const f = read(msg, compress_detail::any_extent, ws.indices, sizeof(T), element_type_of<T>);
+    out.reset(f.extent, block);
+    out.resize(f.count);
+    std::copy_n(ws.indices.begin(), f.count, out.indices().begin());
+    if (f.count != 0) std::memcpy(out.values().data(), f.values.data(), f.values.size());
+  }
+
+ private:
+  struct view {
+    std::size_t count = 0, extent = 0;
+    std::span<std::byte const> values;
+  };
+
+  view read(std::span<std::byte const> msg, std::size_t extent, std::vector<std::uint32_t>& idx, std::size_t vbytes,
+            element_type et) const {
+    validate();
+    wire::frame const f = wire::parse(msg, [&] {
+      wire::expectation e{.codec = wire::codec_id::block_top_k, .element = et, .sections = 3};
+      if (extent != compress_detail::any_extent) e.extent = extent;
+      return e;
+    }());
+    std::size_t const n = compress_detail::checked_extent(f, "block_top_k");
+    auto const p = f.sections[0];
+    require(p.size() == 8, errc::malformed_message, "block_top_k: parameter section has {} bytes, expected 8",
+            p.size());
+    std::uint32_t const fb = compress_detail::param_u32(p, 0), fs = compress_detail::param_u32(p, 1);
+    require(fb == block && fs == static_cast<std::uint32_t>(score), errc::malformed_message,
+            "block_top_k: frame has block {} and score {}, this decoder block {} and score {}", fb, fs, block,
+            static_cast<int>(score));
+    std::size_t const row = block * vbytes;
+    auto const vals = f.sections[1];
+    require(vals.size() % row == 0, errc::malformed_message,
+            "block_top_k: values section of {} bytes is not a whole number of {}-byte blocks", vals.size(), row);
+    std::size_t const count = vals.size() / row, nb = block_count(n);
+    require(count <= nb, errc::malformed_message, "block_top_k: {} blocks for a tensor of {} blocks", count, nb);
+    compress_detail::grow(idx, count);
+    wire::decode_sorted_indices<std::uint32_t>(f.sections[2], nb, std::span<std::uint32_t>(idx.data(), count));
+    return {count, n, vals};
+  }
+
+  template <Element T>
+  void apply(std::span<std::byte const> msg, workspace<T>& ws, std::span<T> dense, bool add) const {
+    auto const f = read(msg, dense.size(), ws.indices, sizeof(T), element_type_of<T>);
+    std::size_t const n = dense.size();
+    if (!add) std::fill(dense.begin(), dense.end(), T(0.0f));
+    for (std::size_t j = 0; j < f.count; ++j) {
+      std::size_t const first = static_cast<std::size_t>(ws.indices[j]) * block;
+      std::size_t const len = std::min(block, n - first);
+      std::byte const* src = f.values.data() + j * block * sizeof(T);
+      if (!add) {
+        std::memcpy(dense.data() + first, src, len * sizeof(T));
+      } else {
+        for (std::size_t e = 0; e < len; ++e) {
+          T v;
+          std::memcpy(&v, src + e * sizeof(T), sizeof(T));
+          dense[first + e] = from_float<T>(to_float(dense[first + e]) + to_float(v));
+        }
+      }
+    }
+  }
+};
+
+static_assert(Codec<block_top_k, float> && Codec<block_top_k, Eigen::half> && Codec<block_top_k, Eigen::bfloat16>);
+static_assert(SparseCodec<block_top_k, float> && SparseCodec<block_top_k, Eigen::half> &&
+              SparseCodec<block_top_k, Eigen::bfloat16>);
+
+}  // namespace sluice
+
+template <>
+struct fmt::formatter<sluice::block_top_k> : sluice::compress_detail::policy_formatter {
+  template <class FormatContext>
+  auto format(sluice::block_top_k const& c, FormatContext& ctx) const {
+    return fmt::format_to(ctx.out(), "block_top_k{{.ratio = {}, .block = {}, .score = {}}}", c.ratio, c.block,
+                          c.score == sluice::block_score::l1 ? "l1" : "l2");
+  }
+};
