@@ -193,6 +193,15 @@ void require_identical(T& t, std::uint64_t h, std::string const& what, deadline 
   for (auto& q : reqs) q.wait(d);
 }
 
+/// Whether `out` is the sum (exactly, or within the quantizer's bound for lossy codecs).
+inline bool matches(algo a, std::vector<float> const& out, std::vector<float> const& ref, int world) {
+  double const tol = lossy(a) ? 8.0 * 3.0 * world / 127.0 + 1e-4 : 0.0;
+  if (out.size() != ref.size()) return false;
+  for (std::size_t i = 0; i < out.size(); ++i)
+    if (!(std::fabs(static_cast<double>(out[i]) - ref[i]) <= tol)) return false;
+  return true;
+}
+
 /// Runs `a` and checks the result against the reference sum (exact, or within the quantizer's
 /// bound for lossy codecs) and that every rank holds the same bits.
 template <Transport T>
