@@ -1,0 +1,393 @@
+// Shared machinery of the CPU optimizers: SIMD loop pragma, exact vector sqrt, vectorized Philox
+// words for stochastic rounding, bf16 conversions, and the dense / block / element drivers that
+// run an optimizer's per-tile kernel over cache-sized chunks on all threads.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <type_traits>
+
+#include <Eigen/Core>
+
+#include <sluice/config.hpp>
+#include <sluice/core/cache.hpp>
+#include <sluice/core/element.hpp>
+#include <sluice/core/parallel.hpp>
+#include <sluice/core/random.hpp>
+#include <sluice/core/sparse.hpp>
+#include <sluice/optim/state.hpp>
+
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
+// `omp simd` vectorizes plain loops at -O2 when OpenMP is on; otherwise ask GCC/clang directly.
+#if defined(_OPENMP)
+#define SLUICE_OPTIM_SIMD _Pragma("omp simd")
+#elif defined(__clang__)
+#define SLUICE_OPTIM_SIMD _Pragma("clang loop vectorize(enable)")
+#elif defined(__GNUC__)
+#define SLUICE_OPTIM_SIMD _Pragma("GCC ivdep")
+#else
+#define SLUICE_OPTIM_SIMD
+#endif
+
+namespace sluice::detail::optim {
+
+/// Elements per tile: the unit a kernel processes with its temporaries in L1 (5 arrays x 1 KiB).
+inline constexpr std::size_t tile = 256;
+
+/// Mutable access to optimizer_state internals for the kernels.
+struct state_access {
+  template <class S>
+  static float* f32(S& s, std::size_t k) noexcept {
+    return s.f32_.empty() ? nullptr : s.f32_.data() + k * s.size_;
+  }
+  template <class S>
+  static std::uint16_t* bf16(S& s, std::size_t k) noexcept {
+    return s.bf16_.empty() ? nullptr : s.bf16_.data() + k * s.size_;
+  }
+  template <class S>
+  static std::uint32_t* last(S& s) noexcept {
+    return s.last_.empty() ? nullptr : s.last_.data();
+  }
+  template <class S>
+  static std::uint64_t& step(S& s) noexcept {
+    return s.step_;
+  }
+};
+
+// sqrt without errno: GCC will not vectorize std::sqrt unless -fno-math-errno is on the command
+// line (the optimize attribute does not help), and a header cannot choose its users' flags. The
+// SSE/AVX square roots are correctly rounded, so results equal the scalar std::sqrt bit for bit.
+inline void sqrt_into(float* SLUICE_RESTRICT dst, float const* SLUICE_RESTRICT src, std::size_t n) noexcept {
+  std::size_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, _mm512_sqrt_ps(_mm512_loadu_ps(src + i)));
+#endif
+#if defined(__AVX__)
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_sqrt_ps(_mm256_loadu_ps(src + i)));
+#endif
+#if defined(__SSE2__)
+  for (; i + 4 <= n; i += 4) _mm_storeu_ps(dst + i, _mm_sqrt_ps(_mm_loadu_ps(src + i)));
+#endif
+  for (; i < n; ++i) dst[i] = std::sqrt(src[i]);
+}
+
+/// bf16 bit pattern to float (exact).
+inline float bf16_to_float(std::uint16_t b) noexcept {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
+}
+
+/// float to bf16 with stochastic rounding, bit-identical to from_float_stochastic<Eigen::bfloat16>
+/// but branch-free so loops over it vectorize.
+inline std::uint16_t bf16_stochastic(float x, std::uint32_t random) noexcept {
+  std::uint32_t const bits = std::bit_cast<std::uint32_t>(x);
+  std::uint32_t const mag = bits & 0x7fffffffu;
+  std::uint32_t const nan = (bits & 0x80000000u) | 0x7fc00000u;
+  std::uint32_t const r = mag > 0x7f800000u ? nan : (mag == 0x7f800000u ? bits : bits + (random >> 16));
+  return static_cast<std::uint16_t>(r >> 16);
+}
+
+/// float to bf16 with round-to-nearest-even, bit-identical to Eigen::bfloat16(x), branch-free.
+inline std::uint16_t bf16_nearest(float x) noexcept {
+  std::uint32_t const bits = std::bit_cast<std::uint32_t>(x);
+  std::uint32_t const mag = bits & 0x7fffffffu;
+  std::uint32_t const nan = (bits & 0x80000000u) | 0x7fc00000u;
+  std::uint32_t const r = mag > 0x7f800000u ? nan : bits + 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<std::uint16_t>(r >> 16);
+}
+
+/// Philox4x32-10 keyed like sluice::random_stream (key = seed, counter = (block, step, tensor,
+/// rank)), evaluated for many consecutive blocks in one vectorizable loop.
+struct philox_lanes {
+  std::uint32_t k0 = 0, k1 = 0, step = 0, tensor = 0, rank = 0;
+
+  static philox_lanes from(stream_key const& k) noexcept {
+    return {static_cast<std::uint32_t>(k.seed), static_cast<std::uint32_t>(k.seed >> 32), k.step, k.tensor, k.rank};
+  }
+
+  /// Words 4*first .. 4*(first+blocks)-1 of the stream into out[0 .. 4*blocks).
+  void words(std::uint64_t first, std::size_t blocks, std::uint32_t* SLUICE_RESTRICT out) const noexcept {
+    std::uint32_t const s = step, t = tensor, r = rank, a = k0, b = k1;
+    SLUICE_OPTIM_SIMD
+    for (std::size_t j = 0; j < blocks; ++j) {
+      std::uint32_t x0 = static_cast<std::uint32_t>(first + j), x1 = s, x2 = t, x3 = r, ka = a, kb = b;
+      for (int round = 0; round < 10; ++round) {
+        std::uint64_t const p0 = std::uint64_t{0xD2511F53u} * x0;
+        std::uint64_t const p1 = std::uint64_t{0xCD9E8D57u} * x2;
+        std::uint32_t const hi0 = static_cast<std::uint32_t>(p0 >> 32), lo0 = static_cast<std::uint32_t>(p0);
+        std::uint32_t const hi1 = static_cast<std::uint32_t>(p1 >> 32), lo1 = static_cast<std::uint32_t>(p1);
+        x0 = hi1 ^ x1 ^ ka;
+        x1 = lo1;
+        x2 = hi0 ^ x3 ^ kb;
+        x3 = lo0;
+        ka += 0x9E3779B9u;
+        kb += 0xBB67AE85u;
+      }
+      out[4 * j] = x0;
+      out[4 * j + 1] = x1;
+      out[4 * j + 2] = x2;
+      out[4 * j + 3] = x3;
+    }
+  }
+
+  /// Word i of the stream.
+  [[nodiscard]] std::uint32_t word(std::uint64_t i) const noexcept {
+    std::uint32_t w[4];
+    words(i >> 2, 1, w);
+    return w[i & 3];
+  }
+};
+
+/// Raw pointers into one tensor's parameters and state for one step.
+struct tensor_refs {
+  float* params = nullptr;
+  std::size_t n = 0;
+  float* mf[2] = {nullptr, nullptr};          // f32 moments
+  std::uint16_t* mb[2] = {nullptr, nullptr};  // bf16 moments (bit patterns)
+  std::uint32_t* last = nullptr;              // per-entry last step (catch_up)
+  philox_lanes rs{};                          // stochastic-rounding stream of this step
+};
+
+template <class O, class T>
+tensor_refs refs_of(optimizer_state<O, T>& s, std::span<float> params, std::uint64_t seed) {
+  tensor_refs r;
+  r.params = params.data();
+  r.n = params.size();
+  for (std::size_t k = 0; k < s.layout().moments; ++k) {
+    r.mf[k] = state_access::f32(s, k);
+    r.mb[k] = state_access::bf16(s, k);
+  }
+  r.last = state_access::last(s);
+  // Shared rank: every replica applies the same aggregated update, so every replica must round
+  // the same way or replicas drift apart (CGX's bug); the step keeps streams of steps disjoint.
+  r.rs =
+      philox_lanes::from(stream_key{seed, stream_key::shared_rank, static_cast<std::uint32_t>(s.step()), s.tensor()});
+  return r;
+}
+
+/// No shadow output.
+struct no_shadow {};
+
+template <class Sh>
+inline void write_shadow(Sh* SLUICE_RESTRICT out, float const* SLUICE_RESTRICT p, std::size_t n) noexcept {
+  if constexpr (std::is_same_v<Sh, Eigen::bfloat16>) {
+    auto* o = reinterpret_cast<std::uint16_t*>(out);  // Eigen::bfloat16 is one uint16 (standard layout)
+    SLUICE_OPTIM_SIMD
+    for (std::size_t i = 0; i < n; ++i) o[i] = bf16_nearest(p[i]);
+  } else if constexpr (std::is_same_v<Sh, Eigen::half>) {
+    for (std::size_t i = 0; i < n; ++i) out[i] = Eigen::half(p[i]);
+  }
+}
+
+/// Processes elements [base, base + len) contiguously: moments (loaded to float when bf16),
+/// catch-up of skipped steps to `target`, the kernel's update with gradient g (nullptr: catch-up
+/// only), per-entry counters, stochastic-rounding stores and the shadow, one tile at a time.
+template <class K, bool Bf16, class Sh>
+void run_contiguous(K const& k, tensor_refs const& r, float const* g, Sh* shadow, std::size_t base, std::size_t len,
+                    std::uint64_t target) {
+  alignas(64) float mbuf[2][tile];
+  alignas(64) float tmp[tile];
+  alignas(64) std::uint32_t words[tile + 8];
+  std::size_t const nm = k.moments;
+  for (std::size_t o = 0; o < len; o += tile) {
+    std::size_t const b = base + o, n = std::min(tile, len - o);
+    float* p = r.params + b;
+    float* m[2] = {nullptr, nullptr};
+    for (std::size_t j = 0; j < nm; ++j) {
+      if constexpr (Bf16) {
+        std::uint16_t const* src = r.mb[j] + b;
+        float* dst = mbuf[j];
+        SLUICE_OPTIM_SIMD
+        for (std::size_t i = 0; i < n; ++i) dst[i] = bf16_to_float(src[i]);
+        m[j] = dst;
+      } else {
+        m[j] = r.mf[j] + b;
+      }
+    }
+    if (r.last != nullptr) {
+      k.catch_up(p, m, r.last + b, n, target);
+      auto const now = static_cast<std::uint32_t>(g != nullptr ? target + 1 : target);
+      std::fill_n(r.last + b, n, now);
+    }
+    if (g != nullptr) k.core(p, g + o, m, tmp, n);
+    if constexpr (Bf16) {
+      if (nm > 0) {
+        std::uint64_t const first = b >> 2;
+        std::size_t const blocks = ((b + n + 3) >> 2) - first;
+        r.rs.words(first, blocks, words);
+        std::uint32_t const* w = words + (b & 3);
+        for (std::size_t j = 0; j < nm; ++j) {
+          std::uint16_t* dst = r.mb[j] + b;
+          float const* src = m[j];
+          unsigned const shift = j == 0 ? 0u : 16u;  // moment 0 rounds with the high half, 1 with the low
+          SLUICE_OPTIM_SIMD
+          for (std::size_t i = 0; i < n; ++i) dst[i] = bf16_stochastic(src[i], w[i] << shift);
+        }
+      }
+    }
+    if constexpr (!std::is_same_v<Sh, no_shadow>) write_shadow(shadow + b, p, n);
+  }
+}
+
+/// Processes `count` scattered elements idx[0..count) with gradients vals[0..count): gathers them
+/// into tiles, runs the same tile kernel as the contiguous path (so results are identical), and
+/// scatters back.
+template <class K, bool Bf16, class Sh, class Index>
+void run_gather(K const& k, tensor_refs const& r, Index const* idx, float const* vals, Sh* shadow, std::size_t count,
+                std::uint64_t target) {
+  alignas(64) float pbuf[tile];
+  alignas(64) float mbuf[2][tile];
+  alignas(64) float tmp[tile];
+  alignas(64) std::uint32_t lbuf[tile];
+  std::size_t const nm = k.moments;
+  for (std::size_t o = 0; o < count; o += tile) {
+    std::size_t const n = std::min(tile, count - o);
+    Index const* ix = idx + o;
+    for (std::size_t i = 0; i < n; ++i) pbuf[i] = r.params[ix[i]];
+    float* m[2] = {nullptr, nullptr};
+    for (std::size_t j = 0; j < nm; ++j) {
+      if constexpr (Bf16)
+        for (std::size_t i = 0; i < n; ++i) mbuf[j][i] = bf16_to_float(r.mb[j][ix[i]]);
+      else
+        for (std::size_t i = 0; i < n; ++i) mbuf[j][i] = r.mf[j][ix[i]];
+      m[j] = mbuf[j];
+    }
+    if (r.last != nullptr) {
+      for (std::size_t i = 0; i < n; ++i) lbuf[i] = r.last[ix[i]];
+      k.catch_up(pbuf, m, lbuf, n, target);
+      auto const now = static_cast<std::uint32_t>(target + 1);
+      for (std::size_t i = 0; i < n; ++i) r.last[ix[i]] = now;
+    }
+    k.core(pbuf, vals + o, m, tmp, n);
+    for (std::size_t i = 0; i < n; ++i) r.params[ix[i]] = pbuf[i];
+    for (std::size_t j = 0; j < nm; ++j) {
+      if constexpr (Bf16) {
+        unsigned const shift = j == 0 ? 0u : 16u;
+        for (std::size_t i = 0; i < n; ++i) r.mb[j][ix[i]] = bf16_stochastic(m[j][i], r.rs.word(ix[i]) << shift);
+      } else {
+        for (std::size_t i = 0; i < n; ++i) r.mf[j][ix[i]] = m[j][i];
+      }
+    }
+    if constexpr (!std::is_same_v<Sh, no_shadow>)
+      for (std::size_t i = 0; i < n; ++i) write_shadow(shadow + ix[i], pbuf + i, 1);
+  }
+}
+
+/// Elements per parallel chunk: enough that one chunk's streams fill a core's share of L2.
+inline std::size_t chunk_elements(std::size_t bytes_per_element) {
+  std::size_t const l2 = cache_sizes().l2_per_core();
+  return std::max<std::size_t>(tile * 4, l2 / std::max<std::size_t>(bytes_per_element, 1));
+}
+
+/// Bytes one element moves: params + grad + moments (read and written).
+inline std::size_t bytes_per_element(std::size_t moments, bool bf16) { return 12 + moments * (bf16 ? 4 : 8); }
+
+/// Dense step (g != nullptr) or flush (g == nullptr) over the whole tensor.
+template <class K, bool Bf16, class Sh>
+void run_dense(K const& k, tensor_refs const& r, float const* g, Sh* shadow, std::uint64_t target, bool parallel) {
+  auto body = [&](std::size_t b, std::size_t e, int) {
+    run_contiguous<K, Bf16, Sh>(k, r, g == nullptr ? nullptr : g + b, shadow, b, e - b, target);
+  };
+  if (parallel)
+    parallel_chunks(r.n, chunk_elements(bytes_per_element(k.moments, Bf16)), body);
+  else
+    body(0, r.n, 0);
+}
+
+/// Sparse step: block path (contiguous blocks, SIMD across each block) or element path (gather).
+template <class K, bool Bf16, class Sh, class Index>
+void run_sparse(K const& k, tensor_refs const& r, sparse_view<float const, Index> s, Sh* shadow, std::uint64_t target,
+                bool parallel) {
+  std::size_t const nnz = s.nnz(), bsz = s.block_size;
+  if (bsz > 1) {
+    auto body = [&](std::size_t jb, std::size_t je, int) {
+      for (std::size_t j = jb; j < je; ++j) {
+        std::size_t const base = static_cast<std::size_t>(s.indices[j]) * bsz;
+        std::size_t const len = std::min(bsz, r.n - base);
+        run_contiguous<K, Bf16, Sh>(k, r, s.values.data() + j * bsz, shadow, base, len, target);
+      }
+    };
+    std::size_t const grain = std::max<std::size_t>(1, chunk_elements(bytes_per_element(k.moments, Bf16)) / bsz);
+    if (parallel)
+      parallel_chunks(nnz, grain, body);
+    else
+      body(0, nnz, 0);
+  } else {
+    auto body = [&](std::size_t jb, std::size_t je, int) {
+      run_gather<K, Bf16, Sh, Index>(k, r, s.indices.data() + jb, s.values.data() + jb, shadow, je - jb, target);
+    };
+    if (parallel)
+      parallel_chunks(nnz, std::size_t{1} << 14, body);
+    else
+      body(0, nnz, 0);
+  }
+}
+
+/// 2x2 matrix power for the exact SGD momentum catch-up: the skipped steps act linearly on
+/// (param, buffer) when their gradient is zero.
+struct mat2 {
+  double a = 1, b = 0, c = 0, d = 1;  // [[a, b], [c, d]]
+  friend mat2 operator*(mat2 const& x, mat2 const& y) noexcept {
+    return {x.a * y.a + x.b * y.c, x.a * y.b + x.b * y.d, x.c * y.a + x.d * y.c, x.c * y.b + x.d * y.d};
+  }
+  [[nodiscard]] mat2 pow(std::uint64_t k) const noexcept {
+    mat2 result{}, base = *this;
+    while (k != 0) {
+      if (k & 1) result = result * base;
+      base = base * base;
+      k >>= 1;
+    }
+    return result;
+  }
+};
+
+/// Throws unless the policy's layout matches the state's and the sizes agree.
+template <class State>
+void check_state(State const& s, state_layout want, std::size_t params, char const* who) {
+  require(s.layout() == want, errc::invalid_argument,
+          "{} (tensor {}): state was created with {} but the policy needs {}; create the state from this policy", who,
+          s.tensor(), s.layout(), want);
+  require(params == s.size(), errc::size_mismatch, "{} (tensor {}): {} parameters for a state of {} elements", who,
+          s.tensor(), params, s.size());
+  require(!want.per_entry_steps || s.step() < std::uint64_t{0xffffffffu}, errc::unsupported,
+          "{} (tensor {}): catch_up counts steps in 32 bits; step {} is past the limit", who, s.tensor(), s.step());
+}
+
+template <class Sh>
+void check_shadow(std::span<Sh> shadow, std::size_t n, std::uint32_t tensor, char const* who) {
+  if constexpr (!std::is_same_v<Sh, no_shadow>)
+    require(shadow.size() == n, errc::size_mismatch, "{} (tensor {}): shadow of {} elements for {} parameters", who,
+            tensor, shadow.size(), n);
+}
+
+/// Dispatches a validated step on the state's moment precision.
+template <class K, class O, class Sh>
+void dispatch_dense(K const& k, optimizer_state<O, float>& s, std::span<float> params, float const* g,
+                    std::span<Sh> shadow, std::uint64_t seed, std::uint64_t target, bool parallel) {
+  tensor_refs const r = refs_of(s, params, seed);
+  Sh* sh = shadow.data();
+  if (s.layout().moment_type == element_type::bf16)
+    run_dense<K, true, Sh>(k, r, g, sh, target, parallel);
+  else
+    run_dense<K, false, Sh>(k, r, g, sh, target, parallel);
+}
+
+template <class K, class O, class Sh, class Index>
+void dispatch_sparse(K const& k, optimizer_state<O, float>& s, std::span<float> params,
+                     sparse_view<float const, Index> g, std::span<Sh> shadow, std::uint64_t seed, std::uint64_t target,
+                     bool parallel) {
+  tensor_refs const r = refs_of(s, params, seed);
+  Sh* sh = shadow.data();
+  if (s.layout().moment_type == element_type::bf16)
+    run_sparse<K, true, Sh, Index>(k, r, g, sh, target, parallel);
+  else
+    run_sparse<K, false, Sh, Index>(k, r, g, sh, target, parallel);
+}
+
+}  // namespace sluice::detail::optim

@@ -1,0 +1,115 @@
+// The SGD per-tile kernel (torch.optim.SGD: momentum, dampening, Nesterov, weight decay) and its
+// exact catch-up of skipped steps through the closed form of the linear zero-gradient recurrence.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include <sluice/optim/detail/kernel.hpp>
+
+namespace sluice::detail::optim {
+
+/// Per-step scalars of one SGD step t.
+struct sgd_kernel {
+  std::size_t moments = 0;  // 1 with momentum
+  std::uint64_t t = 0;
+  float lr = 0, mu = 0, c = 0, wd = 0;
+  bool nesterov = false, first = false, has_wd = false;
+  mat2 regular{}, initial{};  // zero-gradient step maps on (param, buffer)
+
+  sgd_kernel(double lr_, double momentum, double dampening, double weight_decay, bool nesterov_, std::uint64_t step)
+      : moments(momentum != 0 ? 1 : 0),
+        t(step),
+        lr(static_cast<float>(lr_)),
+        mu(static_cast<float>(momentum)),
+        c(static_cast<float>(1 - dampening)),
+        wd(static_cast<float>(weight_decay)),
+        nesterov(nesterov_),
+        first(step == 1),
+        has_wd(weight_decay != 0) {
+    double const l = lr_, m = momentum, cd = 1 - dampening, w = weight_decay;
+    if (momentum == 0) {
+      regular = initial = {1 - l * w, 0, 0, 0};
+    } else if (!nesterov_) {
+      // b' = c w p + m b ; p' = p - l b'
+      regular = {1 - l * cd * w, -l * m, cd * w, m};
+      // first step: b' = w p ; p' = p - l b'
+      initial = {1 - l * w, 0, w, 0};
+    } else {
+      // b' = c w p + m b ; p' = p - l (w p + m b')
+      regular = {1 - l * w - l * m * cd * w, -l * m * m, cd * w, m};
+      initial = {1 - l * w - l * m * w, 0, w, 0};
+    }
+  }
+
+  template <bool Wd>
+  void plain(float* SLUICE_RESTRICT p, float const* SLUICE_RESTRICT g, std::size_t n) const noexcept {
+    float const l = lr, w = wd;
+    SLUICE_OPTIM_SIMD
+    for (std::size_t i = 0; i < n; ++i) {
+      float d = g[i];
+      if constexpr (Wd) d = d + w * p[i];
+      p[i] -= l * d;
+    }
+  }
+
+  template <bool Wd, bool First, bool Nesterov>
+  void with_momentum(float* SLUICE_RESTRICT p, float const* SLUICE_RESTRICT g, float* SLUICE_RESTRICT b,
+                     std::size_t n) const noexcept {
+    float const l = lr, w = wd, m = mu, cc = c;
+    SLUICE_OPTIM_SIMD
+    for (std::size_t i = 0; i < n; ++i) {
+      float d = g[i];
+      if constexpr (Wd) d = d + w * p[i];
+      float bi;
+      if constexpr (First)
+        bi = d;
+      else
+        bi = b[i] * m + cc * d;
+      b[i] = bi;
+      if constexpr (Nesterov)
+        d = d + m * bi;
+      else
+        d = bi;
+      p[i] -= l * d;
+    }
+  }
+
+  template <bool Wd>
+  void momentum_dispatch(float* p, float const* g, float* b, std::size_t n) const noexcept {
+    if (first)
+      nesterov ? with_momentum<Wd, true, true>(p, g, b, n) : with_momentum<Wd, true, false>(p, g, b, n);
+    else
+      nesterov ? with_momentum<Wd, false, true>(p, g, b, n) : with_momentum<Wd, false, false>(p, g, b, n);
+  }
+
+  /// One step on n contiguous float elements (params, gradient, momentum buffer), in place.
+  void core(float* p, float const* g, float* const* m, float*, std::size_t n) const noexcept {
+    if (moments == 0)
+      has_wd ? plain<true>(p, g, n) : plain<false>(p, g, n);
+    else
+      has_wd ? momentum_dispatch<true>(p, g, m[0], n) : momentum_dispatch<false>(p, g, m[0], n);
+  }
+
+  /// Replays steps last[i]+1 .. target with zero gradient exactly: (p, b) evolve linearly, so k
+  /// skipped steps are one 2x2 matrix power (the first step of the tensor has its own map because
+  /// torch starts the buffer at d instead of mu*b + (1-dampening)*d).
+  void catch_up(float* p, float* const* m, std::uint32_t const* last, std::size_t n,
+                std::uint64_t target) const noexcept {
+    for (std::size_t i = 0; i < n; ++i) {
+      if (last[i] >= target) continue;
+      std::uint64_t k = target - last[i];
+      mat2 a = {};
+      if (last[i] == 0) {
+        a = initial;
+        --k;
+      }
+      a = regular.pow(k) * a;
+      double const pi = p[i], bi = moments != 0 ? static_cast<double>(m[0][i]) : 0.0;
+      p[i] = static_cast<float>(a.a * pi + a.b * bi);
+      if (moments != 0) m[0][i] = static_cast<float>(a.c * pi + a.d * bi);
+    }
+  }
+};
+
+}  // namespace sluice::detail::optim

@@ -1,0 +1,200 @@
+// optimizer_state<O, T>: the per-tensor mutable part of an optimizer (moments, step count, optional
+// per-entry step counters), kept outside the policy value so policies stay regular values and state
+// checkpoints on its own, bit-exactly.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include <sluice/core/element.hpp>
+#include <sluice/core/error.hpp>
+
+namespace sluice {
+
+/// How a sparse step treats entries the gradient does not touch.
+enum class sparse_mode : std::uint8_t {
+  lazy = 0,      ///< untouched entries keep parameters and moments (torch SparseAdam, StellaTrain)
+  catch_up = 1,  ///< entries remember their last step and replay the skipped steps when next touched
+};
+
+/// Human-readable name of a sparse_mode ("lazy", "catch_up").
+constexpr std::string_view to_string(sparse_mode m) noexcept { return m == sparse_mode::lazy ? "lazy" : "catch_up"; }
+
+/// What an optimizer_state holds, derived from the policy value when the state is created.
+struct state_layout {
+  std::size_t moments = 0;                       ///< moment arrays per element (SGD momentum: 1, Adam: 2), <= 2
+  element_type moment_type = element_type::f32;  ///< f32 or bf16 (stochastic rounding)
+  bool per_entry_steps = false;                  ///< true for sparse_mode::catch_up
+  friend constexpr bool operator==(state_layout const&, state_layout const&) = default;
+};
+
+namespace detail::optim {
+struct state_access;
+}  // namespace detail::optim
+
+/// The state of optimizer O for one tensor (or one fused bucket) of n elements with fp32 master
+/// weights. Sized once at construction (no allocation afterwards). Not shared between threads
+/// while a step runs; distinct states may be stepped concurrently.
+template <class O, class T = float>
+class optimizer_state {
+  static_assert(std::is_same_v<T, float>,
+                "sluice::optimizer_state: master weights are fp32 because bf16/fp16 updates lose small steps; "
+                "pass a bf16 or fp16 shadow span to step() to get low-precision parameters");
+
+ public:
+  optimizer_state() = default;
+
+  /// A zeroed state for a tensor of `n` elements under policy `o`; `tensor` names the tensor in
+  /// errors and keys the stochastic-rounding stream.
+  optimizer_state(O const& o, std::size_t n, std::uint32_t tensor = 0) : optimizer_state(o.layout(), n, tensor) {}
+
+  /// A zeroed state with an explicit layout.
+  optimizer_state(state_layout layout, std::size_t n, std::uint32_t tensor = 0)
+      : layout_(layout), size_(n), tensor_(tensor) {
+    require(layout.moments <= 2, errc::invalid_argument, "optimizer_state (tensor {}): {} moments, at most 2", tensor,
+            layout.moments);
+    require(layout.moment_type == element_type::f32 || layout.moment_type == element_type::bf16, errc::unsupported,
+            "optimizer_state (tensor {}): moments must be f32 or bf16, not {}", tensor, to_string(layout.moment_type));
+    if (layout.moment_type == element_type::f32)
+      f32_.assign(layout.moments * n, 0.0f);
+    else
+      bf16_.assign(layout.moments * n, std::uint16_t{0});
+    if (layout.per_entry_steps) last_.assign(n, 0u);
+  }
+
+  /// Elements of the tensor this state belongs to.
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  /// Steps taken so far (the next step is step() + 1, as torch counts).
+  [[nodiscard]] std::uint64_t step() const noexcept { return step_; }
+  /// The tensor id given at construction.
+  [[nodiscard]] std::uint32_t tensor() const noexcept { return tensor_; }
+  /// What this state holds.
+  [[nodiscard]] state_layout layout() const noexcept { return layout_; }
+
+  /// Moment k of element i, widened to float. k < layout().moments.
+  [[nodiscard]] float moment(std::size_t k, std::size_t i) const noexcept {
+    if (layout_.moment_type == element_type::f32) return f32_[k * size_ + i];
+    return std::bit_cast<float>(static_cast<std::uint32_t>(bf16_[k * size_ + i]) << 16);
+  }
+  /// The last step at which element i was brought up to date (catch_up states only; else step()).
+  [[nodiscard]] std::uint64_t last_step(std::size_t i) const noexcept {
+    return layout_.per_entry_steps ? last_[i] : step_;
+  }
+
+  /// Bytes save() writes.
+  [[nodiscard]] std::size_t saved_bytes() const noexcept {
+    return header_bytes + f32_.size() * 4 + bf16_.size() * 2 + last_.size() * 4;
+  }
+
+  /// The whole state as little-endian bytes; restore() reads them back bit-exactly.
+  [[nodiscard]] std::vector<std::byte> save() const {
+    std::vector<std::byte> out(saved_bytes());
+    std::byte* w = out.data();
+    auto put = [&w](auto const& v) {
+      std::memcpy(w, &v, sizeof(v));
+      w += sizeof(v);
+    };
+    put(magic);
+    put(version);
+    put(static_cast<std::uint8_t>(layout_.moments));
+    put(static_cast<std::uint8_t>(layout_.moment_type));
+    put(static_cast<std::uint8_t>(layout_.per_entry_steps ? 1 : 0));
+    put(std::uint8_t{0});
+    put(tensor_);
+    put(static_cast<std::uint64_t>(size_));
+    put(step_);
+    auto bytes = [&w](auto const& vec) {
+      if (!vec.empty()) std::memcpy(w, vec.data(), vec.size() * sizeof(vec[0]));
+      w += vec.size() * sizeof(vec[0]);
+    };
+    bytes(f32_);
+    bytes(bf16_);
+    bytes(last_);
+    return out;
+  }
+
+  /// Replaces this state with one saved by save(). Validates the whole message first
+  /// (errc::malformed_message) and changes nothing when it is invalid.
+  void restore(std::span<std::byte const> in) {
+    require(in.size() >= header_bytes, errc::malformed_message, "optimizer_state::restore: {} bytes, header needs {}",
+            in.size(), header_bytes);
+    std::byte const* r = in.data();
+    auto get = [&r]<class V>(V& v) {
+      std::memcpy(&v, r, sizeof(V));
+      r += sizeof(V);
+    };
+    std::uint32_t m = 0;
+    std::uint16_t ver = 0;
+    std::uint8_t moments = 0, type = 0, per_entry = 0, pad = 0;
+    std::uint32_t tensor = 0;
+    std::uint64_t n = 0, step = 0;
+    get(m), get(ver), get(moments), get(type), get(per_entry), get(pad), get(tensor), get(n), get(step);
+    require(m == magic, errc::malformed_message, "optimizer_state::restore: bad magic {:#x}", m);
+    require(ver == version, errc::malformed_message, "optimizer_state::restore: format version {}, this build reads {}",
+            ver, version);
+    require(moments <= 2 && per_entry <= 1 &&
+                (type == static_cast<std::uint8_t>(element_type::f32) ||
+                 type == static_cast<std::uint8_t>(element_type::bf16)),
+            errc::malformed_message, "optimizer_state::restore: bad layout (moments {}, type {}, per-entry {})",
+            moments, type, per_entry);
+    require(n <= (std::uint64_t{1} << 40), errc::malformed_message, "optimizer_state::restore: size {} too large", n);
+    auto const nn = static_cast<std::size_t>(n);
+    std::size_t const elem = type == static_cast<std::uint8_t>(element_type::f32) ? 4 : 2;
+    std::size_t const need = header_bytes + moments * nn * elem + (per_entry ? nn * 4 : 0);
+    require(in.size() == need, errc::malformed_message, "optimizer_state::restore: {} bytes, expected {}", in.size(),
+            need);
+    optimizer_state s(state_layout{moments, static_cast<element_type>(type), per_entry == 1}, nn, tensor);
+    s.step_ = step;
+    auto bytes = [&r](auto& vec) {
+      if (!vec.empty()) std::memcpy(vec.data(), r, vec.size() * sizeof(vec[0]));
+      r += vec.size() * sizeof(vec[0]);
+    };
+    bytes(s.f32_);
+    bytes(s.bf16_);
+    bytes(s.last_);
+    *this = std::move(s);
+  }
+
+  friend bool operator==(optimizer_state const&, optimizer_state const&) = default;
+
+ private:
+  friend struct detail::optim::state_access;
+  static constexpr std::uint32_t magic = 0x5450'4f53u;  // "SOPT" little-endian
+  static constexpr std::uint16_t version = 1;
+  static constexpr std::size_t header_bytes = 4 + 2 + 4 + 4 + 8 + 8;
+
+  state_layout layout_{};
+  std::size_t size_ = 0;
+  std::uint32_t tensor_ = 0;
+  std::uint64_t step_ = 0;
+  std::vector<float> f32_{};           // moments, moment k of element i at [k * size + i]
+  std::vector<std::uint16_t> bf16_{};  // bf16 bit patterns, same order
+  std::vector<std::uint32_t> last_{};  // per-entry last step (catch_up only)
+};
+
+}  // namespace sluice
+
+template <>
+struct fmt::formatter<sluice::sparse_mode> : fmt::formatter<std::string_view> {
+  template <class Ctx>
+  auto format(sluice::sparse_mode m, Ctx& ctx) const {
+    return fmt::formatter<std::string_view>::format(sluice::to_string(m), ctx);
+  }
+};
+
+template <>
+struct fmt::formatter<sluice::state_layout> : fmt::formatter<std::string_view> {
+  template <class Ctx>
+  auto format(sluice::state_layout const& l, Ctx& ctx) const {
+    return fmt::format_to(ctx.out(), "state_layout{{moments={}, moment_type={}, per_entry_steps={}}}", l.moments,
+                          sluice::to_string(l.moment_type), l.per_entry_steps);
+  }
+};

@@ -1,0 +1,252 @@
+// Dense steps of sgd, adam and adamw against the double-precision reference over many steps,
+// shadows, bf16 states and step_all.
+#include <doctest/doctest.h>
+
+#include <thread>
+#include <vector>
+
+#include <sluice/optim/all.hpp>
+
+#include "common.hpp"
+
+using namespace sluice;
+using namespace sluice::test;
+
+namespace {
+
+constexpr std::size_t n_elems = 1000;  // not a multiple of the tile: covers the remainder loop
+constexpr int steps = 200;
+
+template <class O>
+double run_adam_like(O const& o, bool decoupled) {
+  auto p = random_floats(n_elems, 1);
+  adam_reference ref{.lr = o.lr,
+                     .beta1 = o.beta1,
+                     .beta2 = o.beta2,
+                     .eps = o.eps,
+                     .weight_decay = o.weight_decay,
+                     .decoupled = decoupled};
+  ref.init(widen(p));
+  optimizer_state<O> s(o, n_elems, 3);
+  for (int t = 0; t < steps; ++t) {
+    auto const g = random_floats(n_elems, 100 + static_cast<std::uint32_t>(t));
+    o.step(s, p, g);
+    ref.step(widen(g));
+  }
+  CHECK(s.step() == steps);
+  return relative_error(p, ref.p);
+}
+
+double run_sgd(sgd const& o) {
+  auto p = random_floats(n_elems, 2);
+  sgd_reference ref{.lr = o.lr,
+                    .momentum = o.momentum,
+                    .dampening = o.dampening,
+                    .weight_decay = o.weight_decay,
+                    .nesterov = o.nesterov};
+  ref.init(widen(p));
+  optimizer_state<sgd> s(o, n_elems);
+  for (int t = 0; t < steps; ++t) {
+    auto const g = random_floats(n_elems, 300 + static_cast<std::uint32_t>(t), 0.1f);
+    o.step(s, p, g);
+    ref.step(widen(g));
+  }
+  return relative_error(p, ref.p);
+}
+
+}  // namespace
+
+TEST_CASE("adam matches the double-precision reference over many steps") {
+  CHECK(run_adam_like(adam{}, false) <= 1e-6);
+  CHECK(run_adam_like(adam{.lr = 1e-2, .beta1 = 0.8, .beta2 = 0.99, .eps = 1e-6, .weight_decay = 0.1}, false) <= 1e-6);
+  CHECK(run_adam_like(adam{.lr = 1e-3, .beta1 = 0.0, .beta2 = 0.5}, false) <= 1e-6);
+}
+
+TEST_CASE("adamw matches the double-precision reference over many steps") {
+  CHECK(run_adam_like(adamw{}, true) <= 1e-6);
+  CHECK(run_adam_like(adamw{.lr = 1e-2, .beta1 = 0.8, .beta2 = 0.99, .weight_decay = 0.5}, true) <= 1e-6);
+}
+
+TEST_CASE("sgd matches the double-precision reference over many steps") {
+  CHECK(run_sgd(sgd{.lr = 0.01}) <= 1e-6);
+  CHECK(run_sgd(sgd{.lr = 0.01, .weight_decay = 1e-2}) <= 1e-6);
+  CHECK(run_sgd(sgd{.lr = 0.01, .momentum = 0.9}) <= 1e-6);
+  CHECK(run_sgd(sgd{.lr = 0.01, .momentum = 0.9, .dampening = 0.3, .weight_decay = 1e-3}) <= 1e-6);
+  CHECK(run_sgd(sgd{.lr = 0.01, .momentum = 0.9, .weight_decay = 1e-3, .nesterov = true}) <= 1e-6);
+}
+
+TEST_CASE("a large dense step is split over threads and matches the serial result") {
+  // Big enough for several chunks, so parallel_chunks splits it.
+  std::size_t const n = std::size_t{1} << 19;
+  auto p = random_floats(n, 5);
+  auto p2 = p;
+  auto const g = random_floats(n, 6);
+  adam const o{.lr = 1e-2};
+  optimizer_state<adam> s(o, n), s2(o, n);
+  o.step(s, p, g);
+  // Serial: step_all steps tensors below two chunks on one thread; compare per element instead.
+  adam_reference ref{.lr = o.lr};
+  ref.init(widen(p2));
+  ref.step(widen(g));
+  CHECK(relative_error(p, ref.p) <= 1e-6);
+}
+
+TEST_CASE("shadow parameters are the updated parameters rounded to nearest") {
+  auto p = random_floats(n_elems, 9);
+  auto const g = random_floats(n_elems, 10);
+  std::vector<Eigen::bfloat16> sb(n_elems);
+  std::vector<Eigen::half> sh(n_elems);
+  adam const o{};
+  optimizer_state<adam> s(o, n_elems);
+  o.step(s, p, g, std::span<Eigen::bfloat16>(sb));
+  for (std::size_t i = 0; i < n_elems; ++i)
+    REQUIRE(Eigen::numext::bit_cast<std::uint16_t>(sb[i]) ==
+            Eigen::numext::bit_cast<std::uint16_t>(Eigen::bfloat16(p[i])));
+  o.step(s, p, g, std::span<Eigen::half>(sh));
+  for (std::size_t i = 0; i < n_elems; ++i)
+    REQUIRE(Eigen::numext::bit_cast<std::uint16_t>(sh[i]) == Eigen::numext::bit_cast<std::uint16_t>(Eigen::half(p[i])));
+  // The shadow path computes the same parameters as the plain path.
+  auto q = random_floats(n_elems, 9);
+  optimizer_state<adam> s2(o, n_elems);
+  o.step(s2, q, g);
+  o.step(s2, q, g);
+  CHECK(q == p);
+}
+
+TEST_CASE("branch-free bf16 conversions equal the core conversions bit for bit") {
+  std::mt19937 rng(3);
+  std::vector<float> xs = {0.0f,
+                           -0.0f,
+                           1.0f,
+                           -1.5f,
+                           3.4e38f,
+                           -3.4e38f,
+                           1e-40f,
+                           std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(),
+                           std::numeric_limits<float>::quiet_NaN(),
+                           -std::numeric_limits<float>::quiet_NaN()};
+  for (int i = 0; i < 10000; ++i) xs.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(rng())));
+  for (float x : xs) {
+    auto const r = static_cast<std::uint32_t>(rng());
+    REQUIRE(detail::optim::bf16_stochastic(x, r) ==
+            Eigen::numext::bit_cast<std::uint16_t>(from_float_stochastic<Eigen::bfloat16>(x, r)));
+    REQUIRE(detail::optim::bf16_nearest(x) == Eigen::numext::bit_cast<std::uint16_t>(Eigen::bfloat16(x)));
+  }
+}
+
+TEST_CASE("vectorized Philox words equal sluice::random_stream") {
+  stream_key const key{.seed = 0x1234'5678'9abc'def0ull, .rank = stream_key::shared_rank, .step = 17, .tensor = 5};
+  random_stream const rs(key);
+  auto const lanes = detail::optim::philox_lanes::from(key);
+  std::vector<std::uint32_t> w(4 * 100);
+  lanes.words(1000, 100, w.data());
+  for (std::uint64_t i = 0; i < w.size(); ++i) {
+    REQUIRE(w[i] == rs.word(4000 + i));
+    REQUIRE(lanes.word(4000 + i) == rs.word(4000 + i));
+  }
+}
+
+TEST_CASE("bf16 moments: close to fp32, deterministic, unbiased rounding keeps small updates") {
+  auto p = random_floats(n_elems, 11);
+  auto p2 = p, p3 = p;
+  adam const o16{.lr = 1e-3, .state_type = element_type::bf16, .seed = 42};
+  adam const o32{.lr = 1e-3};
+  optimizer_state<adam> s(o16, n_elems, 1), s2(o16, n_elems, 1), s32(o32, n_elems, 1);
+  adam_reference ref{};
+  ref.init(widen(p));
+  for (int t = 0; t < 100; ++t) {
+    auto const g = random_floats(n_elems, 500 + static_cast<std::uint32_t>(t));
+    o16.step(s, p, g);
+    o16.step(s2, p2, g);
+    o32.step(s32, p3, g);
+    ref.step(widen(g));
+  }
+  CHECK(p == p2);  // same seed, same stream: bit-identical
+  CHECK(s == s2);
+  // The parameters moved by ~lr per step; bf16 moments perturb each update by ~2^-8 relative.
+  std::vector<double> move_ref(n_elems), move_16(n_elems);
+  auto const p0 = random_floats(n_elems, 11);
+  for (std::size_t i = 0; i < n_elems; ++i) {
+    move_ref[i] = ref.p[i] - p0[i];
+    move_16[i] = static_cast<double>(p[i]) - p0[i];
+  }
+  CHECK(relative_error(move_16, move_ref) <= 2e-2);
+  // A different seed gives different roundings.
+  adam o16b = o16;
+  o16b.seed = 43;
+  CHECK_FALSE(o16b == o16);
+}
+
+TEST_CASE("sgd with bf16 momentum tracks the reference") {
+  auto p = random_floats(n_elems, 12);
+  auto const p0 = p;
+  sgd const o{.lr = 0.01, .momentum = 0.9, .state_type = element_type::bf16, .seed = 1};
+  sgd_reference ref{.lr = 0.01, .momentum = 0.9};
+  ref.init(widen(p));
+  optimizer_state<sgd> s(o, n_elems);
+  for (int t = 0; t < 50; ++t) {
+    auto const g = random_floats(n_elems, 700 + static_cast<std::uint32_t>(t), 0.1f);
+    o.step(s, p, g);
+    ref.step(widen(g));
+  }
+  std::vector<double> a(n_elems), b(n_elems);
+  for (std::size_t i = 0; i < n_elems; ++i) a[i] = p[i] - static_cast<double>(p0[i]), b[i] = ref.p[i] - p0[i];
+  CHECK(relative_error(a, b) <= 2e-2);
+}
+
+TEST_CASE("step_all steps every tensor once, like separate steps") {
+  adam const o{.lr = 1e-2};
+  std::vector<std::size_t> const sizes = {1, 7, 300, 5000, std::size_t{1} << 18};
+  std::vector<std::vector<float>> ps, qs, gs;
+  std::vector<optimizer_state<adam>> ss, ts;
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    ps.push_back(random_floats(sizes[k], 20 + static_cast<std::uint32_t>(k)));
+    qs.push_back(ps.back());
+    gs.push_back(random_floats(sizes[k], 40 + static_cast<std::uint32_t>(k)));
+    ss.emplace_back(o, sizes[k], static_cast<std::uint32_t>(k));
+    ts.emplace_back(o, sizes[k], static_cast<std::uint32_t>(k));
+  }
+  std::vector<tensor_step<adam>> items;
+  for (std::size_t k = 0; k < sizes.size(); ++k) items.push_back({&ss[k], ps[k], gs[k]});
+  for (int t = 0; t < 3; ++t) step_all(o, items);
+  for (int t = 0; t < 3; ++t)
+    for (std::size_t k = 0; k < sizes.size(); ++k) o.step(ts[k], qs[k], gs[k]);
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    CHECK(ps[k] == qs[k]);
+    CHECK(ss[k] == ts[k]);
+    CHECK(ss[k].step() == 3);
+  }
+  // A bad item throws before any state changes.
+  std::vector<float> wrong(3);
+  items.push_back({&ts[0], ps[0], wrong});
+  CHECK_THROWS_AS(step_all(o, items), sluice::error);
+  CHECK(ss[0].step() == 3);
+  items.back() = {&ss[1], ps[1], gs[1]};
+  CHECK_THROWS_AS(step_all(o, items), sluice::error);  // state shared by two items
+}
+
+TEST_CASE("distinct tensors step concurrently from different threads") {
+  sgd const o{.lr = 0.1, .momentum = 0.9};
+  constexpr int workers = 4;
+  std::vector<std::vector<float>> ps(workers), qs(workers), gs(workers);
+  std::vector<optimizer_state<sgd>> ss, ts;
+  for (int k = 0; k < workers; ++k) {
+    ps[static_cast<std::size_t>(k)] = random_floats(4096, 60 + static_cast<std::uint32_t>(k));
+    qs[static_cast<std::size_t>(k)] = ps[static_cast<std::size_t>(k)];
+    gs[static_cast<std::size_t>(k)] = random_floats(4096, 80 + static_cast<std::uint32_t>(k));
+    ss.emplace_back(o, 4096, static_cast<std::uint32_t>(k));
+    ts.emplace_back(o, 4096, static_cast<std::uint32_t>(k));
+  }
+  std::vector<std::thread> threads;
+  for (int k = 0; k < workers; ++k)
+    threads.emplace_back([&, k] {
+      auto const u = static_cast<std::size_t>(k);
+      for (int t = 0; t < 20; ++t) o.step(ss[u], ps[u], gs[u]);
+    });
+  for (auto& th : threads) th.join();
+  for (std::size_t k = 0; k < workers; ++k) {
+    for (int t = 0; t < 20; ++t) o.step(ts[k], qs[k], gs[k]);
+    CHECK(ps[k] == qs[k]);
+  }
+}

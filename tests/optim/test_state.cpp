@@ -1,0 +1,145 @@
+// optimizer_state: bit-exact save/restore, validation errors thrown before any change, policies as
+// regular printable values.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include <sluice/optim/all.hpp>
+
+#include "common.hpp"
+
+using namespace sluice;
+using namespace sluice::test;
+
+static_assert(Optimizer<sgd> && Optimizer<adam> && Optimizer<adamw>);
+static_assert(!Optimizer<int>);
+
+TEST_CASE_TEMPLATE("save/restore is bit-exact and training continues identically", O, sgd, adam, adamw) {
+  for (auto states : {element_type::f32, element_type::bf16})
+    for (auto mode : {sparse_mode::lazy, sparse_mode::catch_up}) {
+      O o{};
+      o.lr = 1e-2;
+      if constexpr (std::is_same_v<O, sgd>) o.momentum = 0.9;
+      o.state_type = states;
+      o.sparse = mode;
+      o.seed = 77;
+      std::size_t const n = 513;
+      auto p = random_floats(n, 1);
+      optimizer_state<O> s(o, n, 6);
+      for (int t = 0; t < 5; ++t) {
+        auto const g = make_sparse(n, 0.3, 100 + static_cast<std::uint32_t>(t));
+        o.step(s, p, sparse_view<float const>{g.indices, g.values, n, 1});
+      }
+      auto const bytes = s.save();
+      CHECK(bytes.size() == s.saved_bytes());
+      optimizer_state<O> r;
+      r.restore(bytes);
+      CHECK(r == s);
+      CHECK(r.save() == bytes);
+      CHECK(r.step() == 5);
+      CHECK(r.tensor() == 6);
+      auto q = p;
+      for (int t = 0; t < 5; ++t) {
+        auto const g = random_floats(n, 200 + static_cast<std::uint32_t>(t));
+        o.step(s, p, g);
+        o.step(r, q, g);
+      }
+      CHECK(p == q);
+      CHECK(r == s);
+    }
+}
+
+TEST_CASE("restore rejects malformed bytes and leaves the state unchanged") {
+  adam const o{};
+  optimizer_state<adam> s(o, 100, 1);
+  auto p = random_floats(100, 2);
+  o.step(s, p, random_floats(100, 3));
+  auto const good = s.save();
+  optimizer_state<adam> r(o, 10, 9);
+  auto const before = r;
+  auto bad = good;
+  bad[0] = std::byte{0};
+  CHECK_THROWS_AS(r.restore(bad), sluice::error);
+  CHECK_THROWS_AS(r.restore(std::span<std::byte const>(good.data(), good.size() - 1)), sluice::error);
+  CHECK_THROWS_AS(r.restore(std::span<std::byte const>(good.data(), 10)), sluice::error);
+  bad = good;
+  bad[6] = std::byte{3};  // three moments
+  CHECK_THROWS_AS(r.restore(bad), sluice::error);
+  CHECK(r == before);
+  try {
+    r.restore(std::span<std::byte const>(good.data(), 4));
+  } catch (sluice::error const& e) {
+    CHECK(e.kind() == errc::malformed_message);
+  }
+}
+
+TEST_CASE("invalid policies and mismatched sizes throw before any state changes") {
+  auto p = random_floats(64, 1);
+  auto const p0 = p;
+  auto const g = random_floats(64, 2);
+  auto expect = [&](auto const& o, auto& s, errc code) {
+    try {
+      o.step(s, p, g);
+      FAIL("no exception");
+    } catch (sluice::error const& e) {
+      CHECK(e.kind() == code);
+      CHECK(std::string(e.what()).find("tensor 5") != std::string::npos);
+    }
+    CHECK(s.step() == 0);
+    CHECK(p == p0);
+  };
+  adam const good{};
+  optimizer_state<adam> s(good, 64, 5);
+  expect(adam{.lr = std::numeric_limits<double>::quiet_NaN()}, s, errc::invalid_argument);
+  expect(adam{.lr = std::numeric_limits<double>::infinity()}, s, errc::invalid_argument);
+  expect(adam{.beta1 = 1.0}, s, errc::invalid_argument);
+  expect(adam{.beta2 = -0.1}, s, errc::invalid_argument);
+  expect(adam{.eps = -1}, s, errc::invalid_argument);
+  expect(adam{.sparse = sparse_mode::catch_up}, s, errc::invalid_argument);  // state made for lazy
+  expect(adam{.state_type = element_type::bf16}, s, errc::invalid_argument);
+  adamw const gw{};
+  optimizer_state<adamw> sw(gw, 64, 5);
+  expect(adamw{.beta2 = 1.5}, sw, errc::invalid_argument);
+  sgd const gs{.momentum = 0.9};
+  optimizer_state<sgd> ss(gs, 64, 5);
+  expect(sgd{.momentum = 0.9, .dampening = 0.1, .nesterov = true}, ss, errc::invalid_argument);
+  expect(sgd{.lr = -1, .momentum = 0.9}, ss, errc::invalid_argument);
+  expect(sgd{}, ss, errc::invalid_argument);  // no momentum: layout differs
+  // Size mismatches.
+  optimizer_state<adam> small(good, 63, 5);
+  expect(good, small, errc::size_mismatch);
+  std::vector<float> short_grad(10);
+  CHECK_THROWS_AS(good.step(s, p, short_grad), sluice::error);
+  std::vector<Eigen::bfloat16> short_shadow(10);
+  CHECK_THROWS_AS(good.step(s, p, g, std::span<Eigen::bfloat16>(short_shadow)), sluice::error);
+  CHECK(s.step() == 0);
+  CHECK_THROWS_AS((optimizer_state<adam>(state_layout{3, element_type::f32, false}, 4)), sluice::error);
+  CHECK_THROWS_AS((optimizer_state<adam>(state_layout{2, element_type::f16, false}, 4)), sluice::error);
+}
+
+TEST_CASE("policies are regular, printable values") {
+  adam a{.lr = 3e-4};
+  adam b = a;
+  CHECK(a == b);
+  b.beta2 = 0.95;
+  CHECK_FALSE(a == b);
+  CHECK(fmt::format("{}", a).find("adam{lr=0.0003") == 0);
+  CHECK(fmt::format("{}", adamw{}).find("weight_decay=0.01") != std::string::npos);
+  CHECK(fmt::format("{}", sgd{.momentum = 0.9, .nesterov = true}).find("nesterov=true") != std::string::npos);
+  CHECK(fmt::format("{}", sparse_mode::catch_up) == "catch_up");
+  CHECK(fmt::format("{}", adam{}.layout()) == "state_layout{moments=2, moment_type=f32, per_entry_steps=false}");
+  CHECK(sgd{}.layout().moments == 0);
+  CHECK(sgd{.momentum = 0.5}.layout().moments == 1);
+  CHECK(adam{.sparse = sparse_mode::catch_up}.layout().per_entry_steps);
+}
+
+TEST_CASE("an empty tensor steps without touching anything") {
+  adam const o{};
+  optimizer_state<adam> s(o, 0);
+  std::vector<float> p, g;
+  o.step(s, p, g);
+  o.flush(s, p);
+  CHECK(s.step() == 1);
+}
