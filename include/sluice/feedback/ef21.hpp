@@ -18,15 +18,13 @@ namespace feedback_detail {
 
 template <class S, class C, class T>
 std::size_t ef21_unfused(C const& c, feedback_slice const& s, std::span<T const> grad, encode_context const& ctx,
-                         feedback_workspace<C, T>& ws, std::span<std::byte> out, bool count) {
+                         feedback_workspace<C, T>& ws, std::span<std::byte> out) {
   std::size_t const n = grad.size();
   auto const h = s.template buffer<S>(0);
   fit(ws.compensated, n);
   float* const cf = ws.compensated.data();
-  parallel_chunks(n, grain, [&](std::size_t b, std::size_t end, int) {
-    for (std::size_t i = b; i < end; ++i) cf[i] = to_float(grad[i]) - to_float(h[i]);
-  });
-  if (count) s.state().record_non_finite(count_non_finite(n, [&](std::size_t i) { return cf[i]; }));
+  if (auto const bad = for_each_counting(n, [&](std::size_t i) { return cf[i] = to_float(grad[i]) - to_float(h[i]); }))
+    s.state().record_non_finite(bad);
   std::size_t bytes = 0;
   if constexpr (std::is_same_v<T, float>) {
     bytes = c.encode(std::span<float const>(cf, n), ctx, ws.codec, out);
@@ -65,14 +63,13 @@ struct ef21 {
     C const c = s.warmup().apply(codec, ctx.step);
     feedback_detail::check_call(c, s, grad.size(), 1, out.size(), ctx, "ef21");
     return feedback_detail::with_state_type(s.precision(), [&]<class S>() -> std::size_t {
-      auto const h = s.template buffer<S>(0);
       if (non_finite != non_finite_policy::propagate) {
-        auto const at = feedback_detail::first_non_finite(
-            grad.size(), [&](std::size_t i) { return to_float(grad[i]) - to_float(h[i]); });
+        auto const at =
+            feedback_detail::first_non_finite(grad.size(), [&](std::size_t i) { return to_float(grad[i]); });
         if (at != feedback_detail::npos && feedback_detail::on_non_finite(non_finite, s, at, ctx.step, "ef21"))
           return 0;
       }
-      return feedback_detail::ef21_unfused<S>(c, s, grad, ctx, ws, out, non_finite == non_finite_policy::propagate);
+      return feedback_detail::ef21_unfused<S>(c, s, grad, ctx, ws, out);
     });
   }
 };

@@ -22,8 +22,7 @@ namespace feedback_detail {
 /// value is non-zero.
 template <class S, class C, class T>
 std::size_t momentum_unfused(C const& c, feedback_slice const& s, std::span<T const> grad, encode_context const& ctx,
-                             feedback_workspace<C, T>& ws, std::span<std::byte> out, float m, bool nesterov,
-                             bool count) {
+                             feedback_workspace<C, T>& ws, std::span<std::byte> out, float m, bool nesterov) {
   std::size_t const n = grad.size();
   auto const u = s.template buffer<S>(0);
   auto const v = s.template buffer<S>(1);
@@ -31,19 +30,16 @@ std::size_t momentum_unfused(C const& c, feedback_slice const& s, std::span<T co
   fit(ws.momentum, n);
   float* const cf = ws.compensated.data();
   float* const uf = ws.momentum.data();
-  parallel_chunks(n, grain, [&](std::size_t b, std::size_t end, int) {
-    for (std::size_t i = b; i < end; ++i) {
-      float const g = to_float(grad[i]);
-      if (nesterov) {
-        uf[i] = m * (to_float(u[i]) + g);
-        cf[i] = to_float(v[i]) + uf[i] + g;
-      } else {
-        uf[i] = m * to_float(u[i]) + g;
-        cf[i] = to_float(v[i]) + uf[i];
-      }
+  auto const bad = for_each_counting(n, [&](std::size_t i) {
+    float const g = to_float(grad[i]);
+    if (nesterov) {
+      uf[i] = m * (to_float(u[i]) + g);
+      return cf[i] = to_float(v[i]) + uf[i] + g;
     }
+    uf[i] = m * to_float(u[i]) + g;
+    return cf[i] = to_float(v[i]) + uf[i];
   });
-  if (count) s.state().record_non_finite(count_non_finite(n, [&](std::size_t i) { return cf[i]; }));
+  if (bad != 0) s.state().record_non_finite(bad);
   std::size_t bytes = 0;
   if constexpr (std::is_same_v<T, float>) {
     bytes = c.encode(std::span<float const>(cf, n), ctx, ws.codec, out);
@@ -98,19 +94,14 @@ struct momentum_correction {
     feedback_detail::check_call(c, s, grad.size(), 2, out.size(), ctx, "momentum_correction");
     auto const m = static_cast<float>(momentum);
     return feedback_detail::with_state_type(s.precision(), [&]<class S>() -> std::size_t {
-      auto const u = s.template buffer<S>(0);
-      auto const v = s.template buffer<S>(1);
       if (non_finite != non_finite_policy::propagate) {
-        auto const at = feedback_detail::first_non_finite(grad.size(), [&](std::size_t i) {
-          float const g = to_float(grad[i]);
-          return nesterov ? to_float(v[i]) + m * (to_float(u[i]) + g) + g : to_float(v[i]) + (m * to_float(u[i]) + g);
-        });
+        auto const at =
+            feedback_detail::first_non_finite(grad.size(), [&](std::size_t i) { return to_float(grad[i]); });
         if (at != feedback_detail::npos &&
             feedback_detail::on_non_finite(non_finite, s, at, ctx.step, "momentum_correction"))
           return 0;
       }
-      return feedback_detail::momentum_unfused<S>(c, s, grad, ctx, ws, out, m, nesterov,
-                                                  non_finite == non_finite_policy::propagate);
+      return feedback_detail::momentum_unfused<S>(c, s, grad, ctx, ws, out, m, nesterov);
     });
   }
 };

@@ -21,15 +21,13 @@ namespace feedback_detail {
 /// The reference composition: c = g + e into scratch, encode(c), decode into scratch, e = c - d.
 template <class S, class C, class T>
 std::size_t residual_unfused(C const& c, feedback_slice const& s, std::span<T const> grad, encode_context const& ctx,
-                             feedback_workspace<C, T>& ws, std::span<std::byte> out, bool count) {
+                             feedback_workspace<C, T>& ws, std::span<std::byte> out) {
   std::size_t const n = grad.size();
   auto const e = s.template buffer<S>(0);
   fit(ws.compensated, n);
   float* const cf = ws.compensated.data();
-  parallel_chunks(n, grain, [&](std::size_t b, std::size_t end, int) {
-    for (std::size_t i = b; i < end; ++i) cf[i] = to_float(grad[i]) + to_float(e[i]);
-  });
-  if (count) s.state().record_non_finite(count_non_finite(n, [&](std::size_t i) { return cf[i]; }));
+  if (auto const bad = for_each_counting(n, [&](std::size_t i) { return cf[i] = to_float(grad[i]) + to_float(e[i]); }))
+    s.state().record_non_finite(bad);
   std::size_t bytes = 0;
   if constexpr (std::is_same_v<T, float>) {
     bytes = c.encode(std::span<float const>(cf, n), ctx, ws.codec, out);
@@ -53,22 +51,15 @@ std::size_t residual_unfused(C const& c, feedback_slice const& s, std::span<T co
 /// bit for bit to residual_unfused, since a sparse decode is 0 wherever nothing was sent.
 template <class S, class C, class T>
 std::size_t residual_fused_sparse(C const& c, feedback_slice const& s, std::span<T const> grad,
-                                  encode_context const& ctx, feedback_workspace<C, T>& ws, std::span<std::byte> out,
-                                  bool count) {
+                                  encode_context const& ctx, feedback_workspace<C, T>& ws, std::span<std::byte> out) {
   std::size_t const n = grad.size();
   auto const e = s.template buffer<S>(0);
   std::size_t bytes = 0;
   if constexpr (std::is_same_v<S, float> && std::is_same_v<T, float>) {
     float* const ep = e.data();
     float const* const gp = grad.data();
-    parallel_chunks(n, grain, [&](std::size_t b, std::size_t end, int) {
-      for (std::size_t i = b; i < end; ++i) ep[i] = gp[i] + ep[i];
-    });
-    std::uint64_t bad = 0;
-    if (count) {
-      bad = count_non_finite(n, [&](std::size_t i) { return ep[i]; });
-      s.state().record_non_finite(bad);
-    }
+    std::uint64_t const bad = for_each_counting(n, [&](std::size_t i) { return ep[i] = gp[i] + ep[i]; });
+    if (bad != 0) s.state().record_non_finite(bad);
     bytes = c.encode(std::span<float const>(ep, n), ctx, ws.codec, out);
     c.decode_sparse(std::span<std::byte const>(out.data(), bytes), ctx, ws.codec, ws.sparse);
     for_each_sent(ws.sparse, n, [&](std::size_t i, float v) { ep[i] = ep[i] - v; });
@@ -79,10 +70,9 @@ std::size_t residual_fused_sparse(C const& c, feedback_slice const& s, std::span
   } else {
     fit(ws.compensated, n);
     float* const cf = ws.compensated.data();
-    parallel_chunks(n, grain, [&](std::size_t b, std::size_t end, int) {
-      for (std::size_t i = b; i < end; ++i) cf[i] = to_float(grad[i]) + to_float(e[i]);
-    });
-    if (count) s.state().record_non_finite(count_non_finite(n, [&](std::size_t i) { return cf[i]; }));
+    if (auto const bad =
+            for_each_counting(n, [&](std::size_t i) { return cf[i] = to_float(grad[i]) + to_float(e[i]); }))
+      s.state().record_non_finite(bad);
     if constexpr (std::is_same_v<T, float>) {
       bytes = c.encode(std::span<float const>(cf, n), ctx, ws.codec, out);
     } else {
@@ -120,21 +110,19 @@ struct residual {
     C const c = s.warmup().apply(codec, ctx.step);
     feedback_detail::check_call(c, s, grad.size(), 1, out.size(), ctx, "residual");
     return feedback_detail::with_state_type(s.precision(), [&]<class S>() -> std::size_t {
-      auto const e = s.template buffer<S>(0);
       if (non_finite != non_finite_policy::propagate) {
-        auto const at = feedback_detail::first_non_finite(
-            grad.size(), [&](std::size_t i) { return to_float(grad[i]) + to_float(e[i]); });
+        auto const at =
+            feedback_detail::first_non_finite(grad.size(), [&](std::size_t i) { return to_float(grad[i]); });
         if (at != feedback_detail::npos && feedback_detail::on_non_finite(non_finite, s, at, ctx.step, "residual"))
           return 0;
       }
-      bool const count = non_finite == non_finite_policy::propagate;
       if (fuse) {
         if constexpr (feedback_detail::has_fused_quantize<C, T>)
-          return feedback_detail::residual_fused_quantize<S>(c, s, grad, ctx, ws, out, count);
+          return feedback_detail::residual_fused_quantize<S>(c, s, grad, ctx, ws, out);
         else if constexpr (SparseCodec<C, T>)
-          return feedback_detail::residual_fused_sparse<S>(c, s, grad, ctx, ws, out, count);
+          return feedback_detail::residual_fused_sparse<S>(c, s, grad, ctx, ws, out);
       }
-      return feedback_detail::residual_unfused<S>(c, s, grad, ctx, ws, out, count);
+      return feedback_detail::residual_unfused<S>(c, s, grad, ctx, ws, out);
     });
   }
 };

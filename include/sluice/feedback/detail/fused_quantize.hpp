@@ -17,7 +17,7 @@ inline constexpr bool has_fused_quantize = false;
 
 template <class S, class C, class T>
 std::size_t residual_fused_quantize(C const&, feedback_slice const&, std::span<T const>, encode_context const&,
-                                    feedback_workspace<C, T>&, std::span<std::byte>, bool) {
+                                    feedback_workspace<C, T>&, std::span<std::byte>) {
   return 0;
 }
 

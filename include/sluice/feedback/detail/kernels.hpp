@@ -88,6 +88,19 @@ std::size_t first_non_finite(std::size_t n, F&& f) {
   return npos;
 }
 
+/// Calls f(i) for i in [0, n) in parallel chunks; f computes and stores one value and returns it.
+/// Returns how many of the returned values were non-finite (counted in the same pass).
+template <class F>
+std::uint64_t for_each_counting(std::size_t n, F&& f) {
+  std::atomic<std::uint64_t> total{0};
+  parallel_chunks(n, grain, [&](std::size_t b, std::size_t e, int) {
+    std::uint32_t c = 0;
+    for (std::size_t i = b; i < e; ++i) c += non_finite(f(i)) ? 1u : 0u;
+    if (c != 0) total.fetch_add(c, std::memory_order_relaxed);
+  });
+  return total.load();
+}
+
 /// Counts non-finite f(i) over [0, n).
 template <class F>
 std::uint64_t count_non_finite(std::size_t n, F&& f) {
@@ -105,11 +118,10 @@ std::uint64_t count_non_finite(std::size_t n, F&& f) {
 inline bool on_non_finite(non_finite_policy p, feedback_slice const& s, std::size_t index, std::uint64_t step,
                           char const* policy_name) {
   if (p == non_finite_policy::throw_error)
-    throw_error(
-        errc::non_finite,
-        "{}: tensor '{}' (id {}) has a non-finite compensated gradient at element {} in step {}; state unchanged "
-        "(choose non_finite_policy::skip_step or propagate to continue past such steps)",
-        policy_name, s.name(), s.tensor(), s.offset() + index, step);
+    throw_error(errc::non_finite,
+                "{}: tensor '{}' (id {}) has a non-finite gradient at element {} in step {}; state unchanged "
+                "(choose non_finite_policy::skip_step or propagate to continue past such steps)",
+                policy_name, s.name(), s.tensor(), s.offset() + index, step);
   if (p == non_finite_policy::skip_step) {
     s.state().record_skip(s.tensor(), step);
     return true;
