@@ -17,6 +17,7 @@
 #include <sluice/compress/concepts.hpp>
 #include <sluice/compress/detail/common.hpp>
 #include <sluice/compress/detail/select.hpp>
+#include <sluice/config.hpp>
 #include <sluice/core/parallel.hpp>
 #include <sluice/core/sparse.hpp>
 #include <sluice/core/varint.hpp>

@@ -1,0 +1,89 @@
+// Per-bucket building blocks of the max-min quantizer (CGX, Middleware'22 §4.1): the range of a
+// bucket, quantizing one bucket to codes (nearest or stochastic rounding) and the inverse. encode
+// and decode are written in terms of these, so a fused error-feedback pass that calls them per
+// bucket is bit-identical to the unfused composition.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+#include <sluice/config.hpp>
+#include <sluice/core/element.hpp>
+#include <sluice/core/random.hpp>
+
+namespace sluice {
+
+/// Rounding of quantizers.
+enum class rounding : std::uint8_t {
+  nearest = 0,     ///< round to the nearest level: error <= unit / 2, biased
+  stochastic = 1,  ///< round up with probability equal to the fractional part: unbiased
+};
+
+}  // namespace sluice
+
+namespace sluice::compress_detail {
+
+/// A bucket's quantization grid: level q decodes to min + q * unit (fp32 whatever T is).
+struct maxmin_range {
+  float min = 0.0f;
+  float unit = 0.0f;
+  friend bool operator==(maxmin_range const&, maxmin_range const&) = default;
+};
+
+/// The grid of a bucket for `bits` bits: min and (max - min) / (2^bits - 1). A bucket holding a NaN
+/// or an infinity gets min = NaN, so every element of it decodes to NaN and the receiver sees it.
+template <Element T>
+inline maxmin_range maxmin_bucket_range(T const* SLUICE_RESTRICT x, std::size_t len, unsigned bits) noexcept {
+  float mn = std::numeric_limits<float>::infinity(), mx = -std::numeric_limits<float>::infinity();
+  int bad = 0;
+  for (std::size_t i = 0; i < len; ++i) {
+    float const v = to_float(x[i]);
+    mn = v < mn ? v : mn;
+    mx = v > mx ? v : mx;
+    bad |= !(v - v == 0.0f);  // NaN or +-Inf
+  }
+  if (len == 0) return {0.0f, 0.0f};
+  if (bad) return {std::numeric_limits<float>::quiet_NaN(), 0.0f};
+  return {mn, (mx - mn) / static_cast<float>((1u << bits) - 1u)};
+}
+
+/// Level of one value on a grid, clamped to [0, maxq]; `u` in [0, 1) is 0.5 for round-to-nearest
+/// or a uniform draw for stochastic rounding. NaN positions (unit 0 or a NaN range) give level 0.
+inline std::uint8_t maxmin_level(float x, maxmin_range r, float maxq, float u) noexcept {
+  float v = (x - r.min) / r.unit + u;
+  v = v > 0.0f ? v : 0.0f;
+  v = v < maxq ? v : maxq;
+  return static_cast<std::uint8_t>(v);
+}
+
+/// Quantizes one bucket to codes (one byte per element, < 2^bits). Element j draws its stochastic
+/// rounding from word first + j of `stream`, so results do not depend on how buckets are split
+/// across threads.
+template <Element T>
+inline void maxmin_quantize_bucket(T const* SLUICE_RESTRICT x, std::size_t len, maxmin_range r, unsigned bits,
+                                   rounding mode, random_stream const& stream, std::size_t first,
+                                   std::uint8_t* SLUICE_RESTRICT codes) noexcept {
+  float const maxq = static_cast<float>((1u << bits) - 1u);
+  if (mode == rounding::nearest) {
+    for (std::size_t j = 0; j < len; ++j) codes[j] = maxmin_level(to_float(x[j]), r, maxq, 0.5f);
+    return;
+  }
+  std::size_t j = 0;
+  // Whole Philox blocks where the stream position is 4-aligned, single words at the edges.
+  for (; j < len && (first + j) % 4 != 0; ++j)
+    codes[j] = maxmin_level(to_float(x[j]), r, maxq, stream.uniform(first + j));
+  for (; j + 4 <= len; j += 4) {
+    auto const w = stream.block(static_cast<std::uint32_t>((first + j) / 4));
+    for (std::size_t t = 0; t < 4; ++t)
+      codes[j + t] = maxmin_level(to_float(x[j + t]), r, maxq, random_stream::to_unit_float(w[t]));
+  }
+  for (; j < len; ++j) codes[j] = maxmin_level(to_float(x[j]), r, maxq, stream.uniform(first + j));
+}
+
+/// The value level q of a grid decodes to (before narrowing to T).
+inline float maxmin_value(maxmin_range r, std::uint8_t q) noexcept { return r.min + static_cast<float>(q) * r.unit; }
+
+}  // namespace sluice::compress_detail

@@ -1,0 +1,173 @@
+// Bucketed max-min quantization (CGX, Middleware'22 §4.1): per bucket of 64-4096 elements, store
+// min and unit = (max - min) / (2^bits - 1) in fp32 and each element as a `bits`-bit level, tightly
+// packed; round to nearest or stochastically from the counter-based stream (fixing CGX's
+// stochastic rounding, and deterministic in (seed, rank, step, tensor) whatever the thread count).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+
+#include <fmt/format.h>
+
+#include <sluice/compress/concepts.hpp>
+#include <sluice/compress/detail/common.hpp>
+#include <sluice/compress/detail/pack.hpp>
+#include <sluice/compress/detail/quantize.hpp>
+#include <sluice/core/parallel.hpp>
+#include <sluice/core/random.hpp>
+
+namespace sluice {
+
+/// Max-min quantizer. Wire: section 0 = {u32 bits, u32 bucket, u32 rounding, u32 0}, section 1 =
+/// {f32 min, f32 unit} per bucket, section 2 = n levels of `bits` bits, level i at bits
+/// [i*bits, (i+1)*bits) of a little-endian bit stream. Decoded value: min + level * unit, narrowed
+/// to T. Error: round-to-nearest |x - decoded| <= unit / 2 (plus fp32 rounding of the grid and the
+/// narrowing to T); stochastic rounding < unit and unbiased. A bucket holding NaN or Inf decodes to
+/// NaN. Decoding is a pure function of the bytes, so every rank gets the same values.
+struct maxmin_quantize {
+  using codec_concept = codec_tag;
+  static constexpr bool is_quantizer = true;
+
+  unsigned bits = 4;                   ///< bits per element, in [1, 8]
+  std::size_t bucket = 1024;           ///< elements per bucket, in [64, 4096]
+  rounding round = rounding::nearest;  ///< nearest or stochastic (from encode_context::key())
+
+  friend bool operator==(maxmin_quantize const&, maxmin_quantize const&) = default;
+
+  /// Buckets of n elements.
+  [[nodiscard]] std::size_t bucket_count(std::size_t n) const noexcept {
+    return bucket == 0 ? 0 : (n + bucket - 1) / bucket;
+  }
+
+  /// Exact frame size for n elements (the same for every T).
+  template <Element T = float>
+  [[nodiscard]] std::size_t max_encoded_bytes(std::size_t n) const noexcept {
+    return wire::frame_bytes({16, 8 * bucket_count(n), compress_detail::packed_bytes(n, bits)});
+  }
+
+  /// Throws errc::invalid_argument for bits outside [1, 8], bucket outside [64, 4096] or an unknown
+  /// rounding mode.
+  void validate() const {
+    require(bits >= 1 && bits <= 8, errc::invalid_argument, "maxmin_quantize: bits {} is outside [1, 8]", bits);
+    require(bucket >= 64 && bucket <= 4096, errc::invalid_argument,
+            "maxmin_quantize: bucket {} is outside [64, 4096] (CGX uses 512 or 1024)", bucket);
+    require(round == rounding::nearest || round == rounding::stochastic, errc::invalid_argument,
+            "maxmin_quantize: unknown rounding mode {}", static_cast<int>(round));
+  }
+
+  /// Quantizes bucket b of `in` (elements [b*bucket, ...)): returns its grid and writes its codes;
+  /// the per-bucket step of encode(), exposed for fused error-feedback passes.
+  template <Element T>
+  compress_detail::maxmin_range quantize_bucket(std::span<T const> in, std::size_t b, random_stream const& stream,
+                                                std::uint8_t* codes) const noexcept {
+    std::size_t const first = b * bucket, len = std::min(bucket, in.size() - first);
+    auto const r = compress_detail::maxmin_bucket_range(in.data() + first, len, bits);
+    compress_detail::maxmin_quantize_bucket(in.data() + first, len, r, bits, round, stream, first, codes);
+    return r;
+  }
+
+  /// Encodes `in` into `out` (at least max_encoded_bytes(in.size()) bytes); returns bytes written.
+  template <Element T>
+  std::size_t encode(std::span<T const> in, encode_context const& ctx, codec_workspace<maxmin_quantize, T>&,
+                     std::span<std::byte> out) const {
+    validate();
+    std::size_t const n = in.size(), nb = bucket_count(n);
+    compress_detail::check_out(out.size(), max_encoded_bytes<T>(n), "maxmin_quantize");
+    wire::writer w(out, compress_detail::make_header<T>(wire::codec_id::maxmin_quantize, ctx, n));
+    std::uint32_t const params[4] = {bits, static_cast<std::uint32_t>(bucket), static_cast<std::uint32_t>(round), 0};
+    w.write(std::as_bytes(std::span(params)));
+    std::byte* const ranges = w.next().data();
+    std::byte* const packed = ranges + 8 * nb;  // 8 * nb is already a multiple of 8: no padding
+    random_stream const stream(ctx.key());
+    bool const aligned = bucket % 8 == 0;
+    std::size_t const groups = (nb + 7) / 8;  // 8 buckets always end on a byte boundary
+    parallel_chunks(groups, 4, [&](std::size_t gb, std::size_t ge, int) {
+      std::size_t const b0 = gb * 8, b1 = std::min(nb, ge * 8);
+      if (!aligned) {
+        std::size_t const from = b0 * bucket * bits / 8;
+        std::size_t const to = compress_detail::packed_bytes(std::min(n, b1 * bucket), bits);
+        std::memset(packed + from, 0, to - from);
+      }
+      std::array<std::uint8_t, 4096> codes;
+      for (std::size_t b = b0; b < b1; ++b) {
+        auto const r = quantize_bucket(in, b, stream, codes.data());
+        std::memcpy(ranges + 8 * b, &r.min, 4);
+        std::memcpy(ranges + 8 * b + 4, &r.unit, 4);
+        std::size_t const first = b * bucket, len = std::min(bucket, n - first);
+        compress_detail::pack_codes_at(codes.data(), len, bits, packed, first * bits);
+      }
+    });
+    w.commit(8 * nb);
+    w.commit(compress_detail::packed_bytes(n, bits));
+    return w.finish();
+  }
+
+  /// Overwrites `dense` with the decoded tensor.
+  template <Element T>
+  void decode(std::span<std::byte const> msg, encode_context const&, codec_workspace<maxmin_quantize, T>&,
+              std::span<T> dense) const {
+    apply(msg, dense, false);
+  }
+
+  /// Adds the decoded tensor into `dense`.
+  template <Element T>
+  void decode_add(std::span<std::byte const> msg, encode_context const&, codec_workspace<maxmin_quantize, T>&,
+                  std::span<T> dense) const {
+    apply(msg, dense, true);
+  }
+
+ private:
+  template <Element T>
+  void apply(std::span<std::byte const> msg, std::span<T> dense, bool add) const {
+    validate();
+    std::size_t const n = dense.size(), nb = bucket_count(n);
+    wire::frame const f = compress_detail::parse_frame<T>(msg, wire::codec_id::maxmin_quantize, n, 3);
+    auto const p = f.sections[0];
+    require(p.size() == 16, errc::malformed_message, "maxmin_quantize: parameter section has {} bytes, expected 16",
+            p.size());
+    require(compress_detail::param_u32(p, 0) == bits && compress_detail::param_u32(p, 1) == bucket,
+            errc::malformed_message, "maxmin_quantize: frame has {} bits and bucket {}, this decoder {} and {}",
+            compress_detail::param_u32(p, 0), compress_detail::param_u32(p, 1), bits, bucket);
+    require(f.sections[1].size() == 8 * nb, errc::malformed_message,
+            "maxmin_quantize: range section has {} bytes, expected {}", f.sections[1].size(), 8 * nb);
+    require(f.sections[2].size() == compress_detail::packed_bytes(n, bits), errc::malformed_message,
+            "maxmin_quantize: level section has {} bytes, expected {}", f.sections[2].size(),
+            compress_detail::packed_bytes(n, bits));
+    std::byte const* const ranges = f.sections[1].data();
+    std::byte const* const packed = f.sections[2].data();
+    parallel_chunks(nb, 32, [&](std::size_t bb, std::size_t be, int) {
+      std::array<std::uint8_t, 4096> codes;
+      for (std::size_t b = bb; b < be; ++b) {
+        compress_detail::maxmin_range r;
+        std::memcpy(&r.min, ranges + 8 * b, 4);
+        std::memcpy(&r.unit, ranges + 8 * b + 4, 4);
+        std::size_t const first = b * bucket, len = std::min(bucket, n - first);
+        compress_detail::unpack_codes_at(packed, len, bits, first * bits, codes.data());
+        T* SLUICE_RESTRICT d = dense.data() + first;
+        if (add)
+          for (std::size_t j = 0; j < len; ++j)
+            d[j] = from_float<T>(to_float(d[j]) + compress_detail::maxmin_value(r, codes[j]));
+        else
+          for (std::size_t j = 0; j < len; ++j) d[j] = from_float<T>(compress_detail::maxmin_value(r, codes[j]));
+      }
+    });
+  }
+};
+
+static_assert(Codec<maxmin_quantize, float> && Codec<maxmin_quantize, Eigen::half> &&
+              Codec<maxmin_quantize, Eigen::bfloat16>);
+
+}  // namespace sluice
+
+template <>
+struct fmt::formatter<sluice::maxmin_quantize> : sluice::compress_detail::policy_formatter {
+  template <class FormatContext>
+  auto format(sluice::maxmin_quantize const& c, FormatContext& ctx) const {
+    return fmt::format_to(ctx.out(), "maxmin_quantize{{.bits = {}, .bucket = {}, .round = {}}}", c.bits, c.bucket,
+                          c.round == sluice::rounding::nearest ? "nearest" : "stochastic");
+  }
+};
