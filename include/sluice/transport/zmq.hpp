@@ -1,0 +1,545 @@
+// zmq: the Transport over ZeroMQ (target sluice::zmq), for links between clusters as StellaTrain
+// uses them. Each rank binds one ROUTER and connects one DEALER per peer; rendezvous from torchrun's
+// variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) or explicit endpoints; TCP or IPC; ZMTP
+// heartbeats and socket monitors turn a vanished peer into errc::peer_lost; optional CurveZMQ
+// encryption with a ZAP handler that admits only the public keys listed in a key file.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <zmq.hpp>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <sluice/transport/concepts.hpp>
+
+namespace sluice {
+
+/// CurveZMQ keys, as Z85 text files (40 characters, as zmq_curve_keypair writes them).
+struct zmq_curve_options {
+  std::string public_key_file{};       ///< this rank's public key
+  std::string secret_key_file{};       ///< this rank's secret key (keep it mode 0600)
+  std::string authorized_keys_file{};  ///< public keys of all ranks, line r = rank r; no one else is admitted
+  friend bool operator==(zmq_curve_options const&, zmq_curve_options const&) = default;
+};
+
+/// How a zmq_transport finds its peers. Empty/negative fields are read from the environment.
+struct zmq_options {
+  std::vector<std::string> endpoints{};  ///< explicit: the endpoint each rank binds (tcp://ip:port, ipc://path)
+  int rank = -1;                         ///< -1: RANK
+  int world_size = -1;                   ///< -1: WORLD_SIZE (or endpoints.size())
+  std::string master_addr{};             ///< rendezvous host; empty: MASTER_ADDR
+  int master_port = 0;                   ///< rendezvous port; 0: MASTER_PORT
+  std::string scheme = "tcp";            ///< data endpoints chosen at rendezvous: "tcp" or "ipc"
+  std::string host{};                    ///< address advertised for tcp; empty: SLUICE_ZMQ_HOST, else MASTER_ADDR
+  std::string ipc_dir = "/tmp";          ///< directory of ipc endpoints
+  std::chrono::milliseconds connect_timeout{30'000};    ///< rendezvous + first barrier
+  std::chrono::milliseconds heartbeat_interval{2'000};  ///< ZMTP PING interval
+  std::chrono::milliseconds heartbeat_timeout{30'000};  ///< no traffic this long after a PING: disconnect
+  std::chrono::milliseconds peer_lost_grace{200};       ///< wait after a disconnect before peer_lost
+  std::chrono::milliseconds linger{5'000};              ///< flush time for queued sends at destruction
+  bool curve = false;                                   ///< encrypt and authenticate with CurveZMQ
+  zmq_curve_options keys{};                             ///< used when curve is true
+  friend bool operator==(zmq_options const&, zmq_options const&) = default;
+};
+
+namespace detail {
+
+inline std::string env_or(char const* name, std::string fallback = {}) {
+  char const* v = std::getenv(name);
+  return v ? std::string(v) : fallback;
+}
+
+inline int env_int(char const* name, int fallback) {
+  char const* v = std::getenv(name);
+  if (!v) return fallback;
+  char* end = nullptr;
+  long const x = std::strtol(v, &end, 10);
+  require(end && *end == '\0' && x >= 0 && x < (1L << 30), errc::invalid_argument,
+          "zmq_transport: environment variable {}={} is not a non-negative integer", name, v);
+  return static_cast<int>(x);
+}
+
+inline std::string read_key(std::string const& path, char const* what) {
+  std::ifstream in(path);
+  require(in.good(), errc::invalid_argument, "zmq_transport: cannot read {} key file '{}'", what, path);
+  std::string key;
+  in >> key;
+  require(key.size() == 40, errc::invalid_argument,
+          "zmq_transport: {} key file '{}' does not hold a 40-character Z85 key", what, path);
+  return key;
+}
+
+inline std::vector<std::string> read_key_list(std::string const& path) {
+  std::ifstream in(path);
+  require(in.good(), errc::invalid_argument, "zmq_transport: cannot read authorized keys file '{}'", path);
+  std::vector<std::string> keys;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream ls(line);
+    std::string k;
+    ls >> k;
+    require(k.size() == 40, errc::invalid_argument, "zmq_transport: '{}' line {}: not a 40-character Z85 key", path,
+            keys.size() + 1);
+    keys.push_back(k);
+  }
+  return keys;
+}
+
+inline void set_heartbeats(zmq::socket_t& s, zmq_options const& o) {
+  s.set(zmq::sockopt::heartbeat_ivl, static_cast<int>(o.heartbeat_interval.count()));
+  s.set(zmq::sockopt::heartbeat_timeout, static_cast<int>(o.heartbeat_timeout.count()));
+  s.set(zmq::sockopt::heartbeat_ttl, static_cast<int>(o.heartbeat_timeout.count()));
+}
+
+inline std::uint32_t load_u32(void const* p) {
+  std::uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+/// ZAP (ZeroMQ RFC 27) handler: admits CURVE clients whose public key is listed; logs and counts refusals.
+class zap_handler {
+ public:
+  zap_handler(zmq::context_t& ctx, std::vector<std::string> keys, int rank, std::string file)
+      : keys_(std::move(keys)), rank_(rank), file_(std::move(file)), sock_(ctx, zmq::socket_type::rep) {
+    sock_.bind("inproc://zeromq.zap.01");
+    thread_ = std::thread([this] { run(); });
+  }
+  zap_handler(zap_handler const&) = delete;
+  zap_handler& operator=(zap_handler const&) = delete;
+  ~zap_handler() {
+    stop_.store(true);
+    thread_.join();
+  }
+  [[nodiscard]] std::uint64_t refused() const noexcept { return refused_.load(); }
+
+ private:
+  void run() {
+    while (!stop_.load()) {
+      zmq::pollitem_t item{sock_.handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, std::chrono::milliseconds(50));
+      if (!(item.revents & ZMQ_POLLIN)) continue;
+      std::vector<zmq::message_t> parts;
+      for (;;) {
+        zmq::message_t m;
+        (void)sock_.recv(m);
+        bool const more = m.more();
+        parts.push_back(std::move(m));
+        if (!more) break;
+      }
+      // version, request id, domain, address, identity, mechanism, credentials...
+      std::string status = "400", text = "refused", user;
+      std::string key;
+      if (parts.size() >= 7 && parts[5].to_string() == "CURVE" && parts[6].size() == 32) {
+        char z85[41] = {};
+        zmq_z85_encode(z85, static_cast<std::uint8_t const*>(parts[6].data()), 32);
+        key = z85;
+        for (std::size_t r = 0; r < keys_.size(); ++r)
+          if (keys_[r] == key) {
+            status = "200";
+            text = "OK";
+            user = std::to_string(r);
+          }
+      }
+      if (status != "200") {
+        refused_.fetch_add(1);
+        std::string const addr = parts.size() > 3 ? parts[3].to_string() : std::string("?");
+        fmt::print(stderr, "sluice zmq_transport: rank {} refused a {} client from {} with key {}: not in '{}'\n",
+                   rank_, parts.size() > 5 ? parts[5].to_string() : std::string("?"), addr,
+                   key.empty() ? std::string("(none)") : key, file_);
+      }
+      std::string const request_id = parts.size() > 1 ? parts[1].to_string() : std::string();
+      sock_.send(zmq::buffer(std::string_view("1.0")), zmq::send_flags::sndmore);
+      sock_.send(zmq::buffer(request_id), zmq::send_flags::sndmore);
+      sock_.send(zmq::buffer(status), zmq::send_flags::sndmore);
+      sock_.send(zmq::buffer(text), zmq::send_flags::sndmore);
+      sock_.send(zmq::buffer(user), zmq::send_flags::sndmore);
+      sock_.send(zmq::message_t(), zmq::send_flags::none);
+    }
+  }
+  std::vector<std::string> keys_;
+  int rank_;
+  std::string file_;
+  zmq::socket_t sock_;
+  std::atomic<bool> stop_{false};
+  std::atomic<std::uint64_t> refused_{0};
+  std::thread thread_;
+};
+
+}  // namespace detail
+
+/// Writes a fresh CurveZMQ key pair as Z85 text files (the secret one with mode 0600).
+inline void write_curve_keypair(std::string const& public_file, std::string const& secret_file) {
+  char pub[41] = {}, sec[41] = {};
+  require(zmq_curve_keypair(pub, sec) == 0, errc::unsupported,
+          "write_curve_keypair: this libzmq has no CURVE support (built without libsodium)");
+  {
+    std::ofstream o(public_file);
+    o << pub << '\n';
+    require(o.good(), errc::invalid_argument, "write_curve_keypair: cannot write '{}'", public_file);
+  }
+  {
+    std::ofstream o(secret_file);
+    o << sec << '\n';
+    require(o.good(), errc::invalid_argument, "write_curve_keypair: cannot write '{}'", secret_file);
+  }
+  (void)::chmod(secret_file.c_str(), 0600);
+}
+
+/// A Transport over ZeroMQ. Construction performs the rendezvous and a first barrier.
+/// Thread-safety: any thread may call any member; calls are serialized by a mutex (ZeroMQ sockets
+/// are not thread-safe), released between the 10 ms slices of a wait. The ZAP handler (CURVE only)
+/// runs on its own thread.
+class zmq_transport {
+ public:
+  using transport_concept = transport_tag;
+
+  /// ZeroMQ copies a message when it is sent, so a request is complete on return.
+  struct request {
+    [[nodiscard]] bool test() const noexcept { return true; }
+    void wait(deadline) const noexcept {}
+  };
+
+  explicit zmq_transport(zmq_options opt = {}) : opt_(std::move(opt)) {
+    bool const explicit_endpoints = !opt_.endpoints.empty();
+    rank_ = opt_.rank >= 0 ? opt_.rank : detail::env_int("RANK", -1);
+    size_ = explicit_endpoints ? static_cast<int>(opt_.endpoints.size())
+                               : (opt_.world_size >= 0 ? opt_.world_size : detail::env_int("WORLD_SIZE", -1));
+    require(rank_ >= 0 && size_ >= 1 && rank_ < size_, errc::invalid_argument,
+            "zmq_transport: rank {} / world size {} invalid (set RANK and WORLD_SIZE, or zmq_options)", rank_, size_);
+    deadline const d = deadline::after(opt_.connect_timeout);
+    if (opt_.curve) {
+      require(zmq_has("curve") != 0, errc::unsupported, "zmq_transport: this libzmq has no CURVE support");
+      public_key_ = detail::read_key(opt_.keys.public_key_file, "public");
+      secret_key_ = detail::read_key(opt_.keys.secret_key_file, "secret");
+      keys_ = detail::read_key_list(opt_.keys.authorized_keys_file);
+      require(static_cast<int>(keys_.size()) >= size_, errc::invalid_argument,
+              "zmq_transport: '{}' lists {} keys for a world of {}", opt_.keys.authorized_keys_file, keys_.size(),
+              size_);
+      require(keys_[static_cast<std::size_t>(rank_)] == public_key_, errc::invalid_argument,
+              "zmq_transport: rank {}: public key in '{}' differs from line {} of '{}'", rank_,
+              opt_.keys.public_key_file, rank_ + 1, opt_.keys.authorized_keys_file);
+      zap_ = std::make_unique<detail::zap_handler>(ctx_, keys_, rank_, opt_.keys.authorized_keys_file);
+    }
+    router_ = zmq::socket_t(ctx_, zmq::socket_type::router);
+    router_.set(zmq::sockopt::rcvhwm, 0);
+    router_.set(zmq::sockopt::linger, 0);
+    detail::set_heartbeats(router_, opt_);
+    make_server(router_);
+    std::vector<std::string> table;
+    if (explicit_endpoints) {
+      table = opt_.endpoints;
+      router_.bind(table[static_cast<std::size_t>(rank_)]);
+    } else {
+      table = rendezvous(d);
+    }
+    endpoints_ = table;
+    dealers_.resize(static_cast<std::size_t>(size_));
+    monitors_.resize(static_cast<std::size_t>(size_));
+    lost_since_.assign(static_cast<std::size_t>(size_), {});
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      auto& s = dealers_[static_cast<std::size_t>(p)];
+      s = zmq::socket_t(ctx_, zmq::socket_type::dealer);
+      std::uint32_t const id = static_cast<std::uint32_t>(rank_);
+      s.set(zmq::sockopt::routing_id, zmq::const_buffer(&id, 4));
+      s.set(zmq::sockopt::sndhwm, 0);
+      s.set(zmq::sockopt::linger, static_cast<int>(opt_.linger.count()));
+      detail::set_heartbeats(s, opt_);
+      make_client(s, p);
+      std::string const mon = fmt::format("inproc://sluice-monitor-{}-{}", static_cast<void*>(this), p);
+      require(
+          zmq_socket_monitor(s.handle(), mon.c_str(),
+                             ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+                                 ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) == 0,
+          errc::unsupported, "zmq_transport: zmq_socket_monitor failed");
+      auto& m = monitors_[static_cast<std::size_t>(p)];
+      m = zmq::socket_t(ctx_, zmq::socket_type::pair);
+      m.connect(mon);
+      s.connect(table[static_cast<std::size_t>(p)]);
+    }
+    barrier(d);
+  }
+
+  zmq_transport(zmq_transport const&) = delete;
+  zmq_transport& operator=(zmq_transport const&) = delete;
+  ~zmq_transport() {
+    for (std::size_t p = 0; p < dealers_.size(); ++p)
+      if (dealers_[p]) zmq_socket_monitor(dealers_[p].handle(), nullptr, 0);
+    for (auto& m : monitors_) m.close();
+    for (auto& s : dealers_) s.close();
+    router_.close();
+    zap_.reset();
+    ctx_.close();
+  }
+
+  [[nodiscard]] int rank() const noexcept { return rank_; }
+  [[nodiscard]] int size() const noexcept { return size_; }
+  /// The endpoint each rank bound (after rendezvous).
+  [[nodiscard]] std::vector<std::string> const& endpoints() const noexcept { return endpoints_; }
+  /// CURVE clients refused by this rank's ZAP handler so far.
+  [[nodiscard]] std::uint64_t refused_clients() const noexcept { return zap_ ? zap_->refused() : 0; }
+
+  request send(int peer, message_tag tag, std::span<std::byte const> bytes) {
+    detail::check_peer(peer, size_, "zmq_transport::send");
+    std::lock_guard lock(m_);
+    std::uint32_t const t = to_underlying(tag);
+    if (peer == rank_) {
+      queues_[{peer, t}].emplace_back(bytes.data(), bytes.size());
+      return {};
+    }
+    poll_events(std::chrono::milliseconds(0));
+    require(!is_lost(peer), errc::peer_lost, "zmq_transport: rank {} sending to rank {} (tag {}): peer lost", rank_,
+            peer, t);
+    auto& s = dealers_[static_cast<std::size_t>(peer)];
+    bool const ok = s.send(zmq::const_buffer(&t, 4), zmq::send_flags::sndmore | zmq::send_flags::dontwait) &&
+                    s.send(zmq::message_t(bytes.data(), bytes.size()), zmq::send_flags::dontwait);
+    require(ok, errc::peer_lost, "zmq_transport: rank {} cannot queue a message for rank {} (tag {})", rank_, peer, t);
+    return {};
+  }
+
+  std::span<std::byte const> recv(int peer, message_tag tag, std::vector<std::byte>& buffer, deadline d) {
+    detail::check_peer(peer, size_, "zmq_transport::recv");
+    std::uint32_t const t = to_underlying(tag);
+    for (;;) {
+      {
+        std::lock_guard lock(m_);
+        poll_events(std::chrono::milliseconds(0));
+        auto it = queues_.find({peer, t});
+        if (it != queues_.end() && !it->second.empty()) {
+          auto& msg = it->second.front();
+          buffer.resize(msg.size());
+          if (msg.size()) std::memcpy(buffer.data(), msg.data(), msg.size());
+          it->second.pop_front();
+          return buffer;
+        }
+        if (peer != rank_ && is_lost(peer) &&
+            transport_clock::now() - lost_since_[static_cast<std::size_t>(peer)] >= opt_.peer_lost_grace)
+          throw_error(errc::peer_lost, "zmq_transport: rank {} waiting for rank {} (tag {}): peer lost (disconnected)",
+                      rank_, peer, t);
+        if (d.expired())
+          throw_error(errc::timeout, "zmq_transport: rank {} waiting for rank {} (tag {}): deadline passed", rank_,
+                      peer, t);
+        auto const slice = std::min<transport_clock::duration>(d.remaining(), std::chrono::milliseconds(10));
+        poll_events(std::chrono::duration_cast<std::chrono::milliseconds>(slice) + std::chrono::milliseconds(1));
+      }
+    }
+  }
+
+  void barrier(deadline d) {
+    std::vector<std::byte> scratch;
+    detail::dissemination_barrier(*this, barrier_tag, d, scratch);
+  }
+
+ private:
+  using queue_key = std::pair<int, std::uint32_t>;
+
+  void make_server(zmq::socket_t& s) {
+    if (!opt_.curve) return;
+    s.set(zmq::sockopt::zap_domain, "sluice");
+    s.set(zmq::sockopt::curve_server, true);
+    s.set(zmq::sockopt::curve_secretkey, secret_key_);
+  }
+  void make_client(zmq::socket_t& s, int server_rank) {
+    if (!opt_.curve) return;
+    s.set(zmq::sockopt::curve_serverkey, keys_[static_cast<std::size_t>(server_rank)]);
+    s.set(zmq::sockopt::curve_publickey, public_key_);
+    s.set(zmq::sockopt::curve_secretkey, secret_key_);
+  }
+
+  [[nodiscard]] bool is_lost(int p) const {
+    return lost_since_[static_cast<std::size_t>(p)] != transport_clock::time_point{};
+  }
+
+  // Drains the router and the monitors; waits up to `wait` for the first event.
+  void poll_events(std::chrono::milliseconds wait) {
+    std::vector<zmq::pollitem_t>& items = items_;
+    items.clear();
+    items.push_back({router_.handle(), 0, ZMQ_POLLIN, 0});
+    for (auto& m : monitors_)
+      if (m) items.push_back({m.handle(), 0, ZMQ_POLLIN, 0});
+    zmq::poll(items.data(), items.size(), wait);
+    drain_router();
+    for (std::size_t p = 0; p < monitors_.size(); ++p)
+      if (monitors_[p]) drain_monitor(static_cast<int>(p));
+  }
+
+  void drain_router() {
+    for (;;) {
+      zmq::message_t id, tag, payload;
+      if (!router_.recv(id, zmq::recv_flags::dontwait)) return;
+      bool ok = id.more() && id.size() == 4;
+      if (ok) {
+        (void)router_.recv(tag);
+        ok = tag.more() && tag.size() == 4;
+        if (ok) {
+          (void)router_.recv(payload);
+          ok = !payload.more();
+        }
+      }
+      int const src = ok ? static_cast<int>(detail::load_u32(id.data())) : -1;
+      ok = ok && src >= 0 && src < size_ && src != rank_;
+      if (ok && opt_.curve) {
+        // The ZAP handler named the key's rank as User-Id: a peer cannot speak for another rank.
+        char const* user = payload.gets("User-Id");
+        ok = user && std::to_string(src) == user;
+      }
+      if (!ok) {
+        for (zmq::message_t rest; (payload.more() || tag.more()) && router_.recv(rest, zmq::recv_flags::dontwait);)
+          if (!rest.more()) break;
+        fmt::print(stderr, "sluice zmq_transport: rank {} dropped a malformed or unauthenticated message\n", rank_);
+        continue;
+      }
+      queues_[{src, detail::load_u32(tag.data())}].push_back(std::move(payload));
+    }
+  }
+
+  void drain_monitor(int p) {
+    auto& m = monitors_[static_cast<std::size_t>(p)];
+    for (;;) {
+      zmq::message_t ev, addr;
+      if (!m.recv(ev, zmq::recv_flags::dontwait)) return;
+      if (ev.more()) (void)m.recv(addr);
+      if (ev.size() < 6) continue;
+      std::uint16_t event = 0;
+      std::memcpy(&event, ev.data(), 2);
+      auto& since = lost_since_[static_cast<std::size_t>(p)];
+      if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+        since = {};
+      } else if (since == transport_clock::time_point{}) {
+        since = transport_clock::now();
+        if (event != ZMQ_EVENT_DISCONNECTED)
+          fmt::print(stderr, "sluice zmq_transport: rank {}: handshake with rank {} failed (event 0x{:x})\n", rank_, p,
+                     event);
+      }
+    }
+  }
+
+  // Rank 0 binds MASTER_ADDR:MASTER_PORT, collects every rank's data endpoint and sends the table back.
+  std::vector<std::string> rendezvous(deadline d) {
+    std::string const master = opt_.master_addr.empty() ? detail::env_or("MASTER_ADDR") : opt_.master_addr;
+    int const port = opt_.master_port > 0 ? opt_.master_port : detail::env_int("MASTER_PORT", -1);
+    require(!master.empty() && port > 0 && port < 65536, errc::invalid_argument,
+            "zmq_transport: rendezvous needs MASTER_ADDR and MASTER_PORT (or explicit endpoints)");
+    std::string host = opt_.host.empty() ? detail::env_or("SLUICE_ZMQ_HOST", master) : opt_.host;
+    std::string mine;
+    if (opt_.scheme == "ipc") {
+      mine = fmt::format("ipc://{}/sluice-{}-{}-{}", opt_.ipc_dir, master, port, rank_);
+      router_.bind(mine);
+    } else {
+      require(opt_.scheme == "tcp", errc::invalid_argument, "zmq_transport: scheme '{}' is neither tcp nor ipc",
+              opt_.scheme);
+      router_.bind(fmt::format("tcp://{}:*", host));
+      mine = router_.get(zmq::sockopt::last_endpoint);
+    }
+    std::string const master_ep = fmt::format("tcp://{}:{}", master, port);
+    std::vector<std::string> table(static_cast<std::size_t>(size_));
+    table[static_cast<std::size_t>(rank_)] = mine;
+    auto wait_in = [&](zmq::socket_t& s, char const* what) {
+      zmq::pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+      while (zmq::poll(&item, 1, std::chrono::milliseconds(10)) == 0)
+        require(!d.expired(), errc::timeout, "zmq_transport: rank {}: rendezvous at {} timed out ({})", rank_,
+                master_ep, what);
+    };
+    auto recv_all = [](zmq::socket_t& s) {
+      std::vector<zmq::message_t> parts;
+      for (;;) {
+        zmq::message_t m;
+        (void)s.recv(m);
+        bool const more = m.more();
+        parts.push_back(std::move(m));
+        if (!more) return parts;
+      }
+    };
+    if (rank_ == 0) {
+      zmq::socket_t srv(ctx_, zmq::socket_type::router);
+      srv.set(zmq::sockopt::linger, static_cast<int>(opt_.linger.count()));
+      make_server(srv);
+      srv.bind(master_ep);
+      std::vector<zmq::message_t> ids;
+      for (int got = 1; got < size_;) {
+        wait_in(srv, "waiting for ranks");
+        auto parts = recv_all(srv);
+        if (parts.size() != 3 || parts[1].size() != 4) continue;
+        auto const r = detail::load_u32(parts[1].data());
+        if (r == 0 || r >= static_cast<std::uint32_t>(size_) || !table[r].empty()) continue;
+        table[r] = parts[2].to_string();
+        ids.push_back(std::move(parts[0]));
+        ++got;
+      }
+      std::string joined;
+      for (auto const& e : table) joined += e + '\n';
+      for (auto& id : ids) {
+        srv.send(id, zmq::send_flags::sndmore);
+        srv.send(zmq::buffer(joined), zmq::send_flags::none);
+      }
+      srv.close();  // linger flushes the replies
+    } else {
+      zmq::socket_t cli(ctx_, zmq::socket_type::dealer);
+      cli.set(zmq::sockopt::linger, 0);
+      make_client(cli, 0);
+      cli.connect(master_ep);
+      std::uint32_t const r = static_cast<std::uint32_t>(rank_);
+      cli.send(zmq::const_buffer(&r, 4), zmq::send_flags::sndmore);
+      cli.send(zmq::buffer(mine), zmq::send_flags::none);
+      wait_in(cli, "waiting for the table");
+      auto parts = recv_all(cli);
+      require(parts.size() == 1, errc::malformed_message, "zmq_transport: malformed rendezvous table");
+      std::istringstream in(parts[0].to_string());
+      for (auto& e : table) {
+        std::getline(in, e);
+        require(!e.empty(), errc::malformed_message, "zmq_transport: rendezvous table has an empty endpoint");
+      }
+    }
+    return table;
+  }
+
+  zmq_options opt_;
+  int rank_ = 0, size_ = 1;
+  zmq::context_t ctx_{1};
+  std::string public_key_, secret_key_;
+  std::vector<std::string> keys_;
+  std::unique_ptr<detail::zap_handler> zap_;
+  zmq::socket_t router_;
+  std::vector<zmq::socket_t> dealers_;
+  std::vector<zmq::socket_t> monitors_;
+  std::vector<transport_clock::time_point> lost_since_;
+  std::vector<std::string> endpoints_;
+  std::map<queue_key, std::deque<zmq::message_t>> queues_;
+  std::vector<zmq::pollitem_t> items_;
+  std::mutex m_;
+};
+static_assert(Transport<zmq_transport>);
+
+}  // namespace sluice
+
+template <>
+struct fmt::formatter<sluice::zmq_options> : fmt::formatter<std::string_view> {
+  auto format(sluice::zmq_options const& o, format_context& ctx) const {
+    return fmt::format_to(
+        ctx.out(), "zmq_options{{endpoints=[{}], rank={}, world_size={}, master={}:{}, scheme={}, curve={}}}",
+        fmt::join(o.endpoints, ", "), o.rank, o.world_size, o.master_addr, o.master_port, o.scheme, o.curve);
+  }
+};

@@ -1,0 +1,211 @@
+// zmq_transport over loopback: 2-4 processes started with torchrun-style variables (TCP and IPC),
+// a silent peer as a timeout, a dead peer as peer_lost, and CurveZMQ: ranks with listed keys talk,
+// a client with a key not in the list is refused and logged.
+#include "support/spawn.hpp"
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <sluice/transport/zmq.hpp>
+
+using namespace sluice;
+using namespace std::chrono_literals;
+
+namespace {
+
+int ring_exchange(zmq_transport& t) {
+  int const r = t.rank(), n = t.size();
+  std::vector<std::byte> buf;
+  for (int k = 0; k < 200; ++k) {
+    std::vector<int> v(static_cast<std::size_t>(k % 17 + 1), r * 1000 + k);
+    t.send((r + 1) % n, message_tag{static_cast<std::uint32_t>(k % 3)}, std::as_bytes(std::span(v)));
+    auto m = t.recv((r - 1 + n) % n, message_tag{static_cast<std::uint32_t>(k % 3)}, buf, deadline::after(20s));
+    int first = -1;
+    if (m.size() == v.size() * sizeof(int)) std::memcpy(&first, m.data(), sizeof first);
+    if (first != ((r - 1 + n) % n) * 1000 + k) return 10;
+  }
+  // self-send
+  int const x = 5;
+  t.send(r, message_tag{9}, std::as_bytes(std::span<int const>(&x, 1)));
+  if (t.recv(r, message_tag{9}, buf, deadline::after(1s)).size() != sizeof(int)) return 11;
+  t.barrier(deadline::after(20s));
+  return 0;
+}
+
+std::string key_dir() {
+  return (std::filesystem::temp_directory_path() / fmt::format("sluice-test-keys-{}", ::getpid())).string();
+}
+
+zmq_curve_options keys_for(std::string const& dir, int r) {
+  return {.public_key_file = fmt::format("{}/rank{}.pub", dir, r),
+          .secret_key_file = fmt::format("{}/rank{}.key", dir, r),
+          .authorized_keys_file = dir + "/authorized"};
+}
+
+void make_keys(std::string const& dir, int n) {
+  std::filesystem::create_directories(dir);
+  std::ofstream list(dir + "/authorized");
+  for (int r = 0; r < n; ++r) {
+    auto k = keys_for(dir, r);
+    write_curve_keypair(k.public_key_file, k.secret_key_file);
+    std::ifstream in(k.public_key_file);
+    std::string pub;
+    in >> pub;
+    list << pub << '\n';
+  }
+}
+
+}  // namespace
+
+SLUICE_CHILD_SCENARIO(ring) {
+  zmq_transport t;
+  return ring_exchange(t);
+}
+
+SLUICE_CHILD_SCENARIO(ring_ipc) {
+  zmq_transport t({.scheme = "ipc"});
+  return ring_exchange(t);
+}
+
+SLUICE_CHILD_SCENARIO(ring_curve) {
+  std::string const dir = std::getenv("SLUICE_TEST_KEYDIR");
+  zmq_transport t({.curve = true, .keys = keys_for(dir, std::atoi(std::getenv("RANK")))});
+  return ring_exchange(t);
+}
+
+SLUICE_CHILD_SCENARIO(silent) {
+  zmq_transport t;
+  if (t.rank() == 1) {
+    std::this_thread::sleep_for(1s);
+    return 0;
+  }
+  std::vector<std::byte> buf;
+  try {
+    t.recv(1, message_tag{1}, buf, deadline::after(300ms));
+  } catch (error const& e) {
+    return e.kind() == errc::timeout && std::string(e.what()).find("rank 1") != std::string::npos ? 0 : 20;
+  }
+  return 21;
+}
+
+SLUICE_CHILD_SCENARIO(dies) {
+  zmq_transport t({.peer_lost_grace = 100ms});
+  if (t.rank() == 1) ::_exit(0);  // no goodbye: the process just ends
+  std::vector<std::byte> buf;
+  auto const t0 = std::chrono::steady_clock::now();
+  try {
+    t.recv(1, message_tag{1}, buf, deadline::after(20s));
+  } catch (error const& e) {
+    bool const fast = std::chrono::steady_clock::now() - t0 < 15s;
+    return e.kind() == errc::peer_lost && fast ? 0 : 30;
+  }
+  return 31;
+}
+
+TEST_CASE("zmq_transport: 2-4 processes over TCP loopback with torchrun variables") {
+  for (int n : {2, 3, 4}) {
+    CAPTURE(n);
+    auto codes = test::spawn_ranks("ring", n, 60s);
+    for (int c : codes) CHECK(c == 0);
+  }
+}
+
+TEST_CASE("zmq_transport: IPC endpoints") {
+  auto codes = test::spawn_ranks("ring_ipc", 3, 60s);
+  for (int c : codes) CHECK(c == 0);
+}
+
+TEST_CASE("zmq_transport: a silent peer is a timeout naming it") {
+  auto codes = test::spawn_ranks("silent", 2, 60s);
+  for (int c : codes) CHECK(c == 0);
+}
+
+TEST_CASE("zmq_transport: a dead peer is peer_lost within the deadline") {
+  auto codes = test::spawn_ranks("dies", 3, 60s);
+  for (int c : codes) CHECK(c == 0);
+}
+
+TEST_CASE("zmq_transport: CURVE between processes") {
+  if (!zmq_has("curve")) return;
+  auto const dir = key_dir();
+  make_keys(dir, 3);
+  auto codes = test::spawn_ranks("ring_curve", 3, 60s, {"SLUICE_TEST_KEYDIR=" + dir});
+  for (int c : codes) CHECK(c == 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("zmq_transport: CURVE refuses and logs a client whose key is not listed") {
+  if (!zmq_has("curve")) return;
+  auto const dir = key_dir() + "-refuse";
+  make_keys(dir, 2);
+  std::vector<std::string> eps{fmt::format("tcp://127.0.0.1:{}", test::free_port()),
+                               fmt::format("tcp://127.0.0.1:{}", test::free_port())};
+  std::atomic<int> phase{0};
+  std::uint64_t refused = 0;
+  bool intruder_seen = false, legit_ok = false;
+  auto rank_main = [&](int r) {
+    zmq_transport t({.endpoints = eps, .rank = r, .curve = true, .keys = keys_for(dir, r)});
+    std::vector<std::byte> buf;
+    if (r == 0) {
+      // An intruder with its own key pair (and the right server key) speaks as rank 1.
+      zmq::context_t ctx;
+      zmq::socket_t bad(ctx, zmq::socket_type::dealer);
+      char pub[41] = {}, sec[41] = {};
+      zmq_curve_keypair(pub, sec);
+      std::string server;
+      std::ifstream(keys_for(dir, 0).public_key_file) >> server;
+      bad.set(zmq::sockopt::curve_serverkey, server);
+      bad.set(zmq::sockopt::curve_publickey, std::string(pub));
+      bad.set(zmq::sockopt::curve_secretkey, std::string(sec));
+      std::uint32_t const id = 1;
+      bad.set(zmq::sockopt::routing_id, zmq::const_buffer(&id, 4));
+      bad.set(zmq::sockopt::linger, 0);
+      bad.connect(eps[0]);
+      std::uint32_t const tag = 5;
+      bad.send(zmq::const_buffer(&tag, 4), zmq::send_flags::sndmore | zmq::send_flags::dontwait);
+      bad.send(zmq::str_buffer("intruder"), zmq::send_flags::dontwait);
+      auto const end = std::chrono::steady_clock::now() + 10s;
+      while (t.refused_clients() == 0 && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(10ms);
+      refused = t.refused_clients();
+      phase.store(1);
+      // The legitimate rank 1 sends on tag 5 only after the refusal: the first tag-5 message must be its.
+      auto m = t.recv(1, message_tag{5}, buf, deadline::after(20s));
+      intruder_seen = std::string(reinterpret_cast<char const*>(m.data()), m.size()) == "intruder";
+      legit_ok = m.size() == 5;
+    } else {
+      while (phase.load() == 0) std::this_thread::sleep_for(5ms);
+      t.send(0, message_tag{5}, std::as_bytes(std::span<char const>("legit", 5)));
+    }
+    t.barrier(deadline::after(20s));
+  };
+  std::exception_ptr e0, e1;
+  std::thread a([&] {
+    try {
+      rank_main(0);
+    } catch (...) {
+      e0 = std::current_exception();
+    }
+  });
+  std::thread b([&] {
+    try {
+      rank_main(1);
+    } catch (...) {
+      e1 = std::current_exception();
+    }
+  });
+  a.join();
+  b.join();
+  std::filesystem::remove_all(dir);
+  if (e0) std::rethrow_exception(e0);
+  if (e1) std::rethrow_exception(e1);
+  CHECK(refused >= 1);
+  CHECK(!intruder_seen);
+  CHECK(legit_ok);
+}
+
+TEST_CASE("zmq_transport: missing rendezvous variables are a clear error") {
+  CHECK_THROWS_AS(zmq_transport({.rank = 0, .world_size = 2, .master_addr = "", .master_port = 0}), error);
+  CHECK(fmt::format("{}", zmq_options{}).find("zmq_options") == 0);
+}
