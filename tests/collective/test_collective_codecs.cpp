@@ -1,0 +1,194 @@
+// The collectives with the real codecs of compress/ (top_k, block_top_k, maxmin_quantize) on local
+// worlds: sparse results equal the rank-ordered sum of each rank's decoded message, quantized
+// results stay within the two-quantization bound, and every rank holds the same bits.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+
+#include <sluice/collective/all.hpp>
+#include <sluice/compress/block_top_k.hpp>
+#include <sluice/compress/maxmin_quantize.hpp>
+#include <sluice/compress/top_k.hpp>
+#include <sluice/transport/local.hpp>
+
+#include "collective/collective_checks.hpp"
+#include "support/local_world.hpp"
+
+using namespace sluice;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Sum over ranks (in rank order) of decode(encode(g_r)): what an exact sparse collective must return.
+template <class C>
+std::vector<float> decoded_sum(C const& codec, int world, std::size_t n, collective_context const& ctx) {
+  std::vector<float> sum(n, 0.0f);
+  for (int r = 0; r < world; ++r) {
+    auto g = test::make_grad(r, n, ctx.step);
+    codec_workspace<C, float> ws;
+    std::vector<std::byte> msg;
+    detail::encode_into(codec, std::span<float const>(g), detail::encode_ctx(ctx, r), ws, msg);
+    codec.decode_add(std::span<std::byte const>(msg), detail::encode_ctx(ctx, r), ws, std::span<float>(sum));
+  }
+  return sum;
+}
+
+// Runs f(t) -> result on every rank; checks all ranks agree bit for bit and returns rank 0's result.
+template <class F>
+std::vector<float> on_world(int world, F f) {
+  std::vector<std::vector<float>> results(static_cast<std::size_t>(world));
+  auto errors = test::run_local(world, [&](local_transport& t) { results[static_cast<std::size_t>(t.rank())] = f(t); });
+  test::rethrow_first(errors);
+  for (int r = 1; r < world; ++r)
+    CHECK(test::hash_of(results[static_cast<std::size_t>(r)]) == test::hash_of(results[0]));
+  return results[0];
+}
+
+double max_error(std::vector<float> const& a, std::vector<float> const& b) {
+  double m = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]));
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("sparse collectives with top_k and block_top_k equal the sum of the decoded messages") {
+  std::size_t const n = 10'000;
+  for (int world : {1, 2, 3, 5, 8}) {
+    CAPTURE(world);
+    collective_context const ctx{.step = 4, .tensor = 12, .seed = 3, .timeout = 30s};
+    SUBCASE("top_k") {
+      top_k const codec{.ratio = 0.05};
+      auto const ref = decoded_sum(codec, world, n, ctx);
+      auto dense = on_world(world, [&](local_transport& t) {
+        allgather_workspace<top_k> ws;
+        auto g = test::make_grad(t.rank(), n, ctx.step);
+        std::vector<float> out(n);
+        sparse_allgather(t, codec, std::span<float const>(g), std::span<float>(out), ctx, ws);
+        return out;
+      });
+      CHECK(dense == ref);
+      for (double threshold : {0.0, 1.0}) {
+        auto merged = on_world(world, [&](local_transport& t) {
+          allgather_workspace<top_k> ws;
+          auto g = test::make_grad(t.rank(), n, ctx.step);
+          sparse_buffer<float> s;
+          sparse_allgather(t, codec, std::span<float const>(g), s, ctx, ws, {.dense_above = threshold});
+          s.view().validate();
+          std::vector<float> out(n, 0.0f);
+          scatter(std::as_const(s).view(), std::span<float>(out), false);
+          return out;
+        });
+        CHECK(merged == ref);
+      }
+      auto rs = on_world(world, [&](local_transport& t) {
+        reduce_scatter_workspace<top_k> ws;
+        auto g = test::make_grad(t.rank(), n, ctx.step);
+        std::vector<float> out(n);
+        sparse_reduce_scatter(t, codec, std::span<float const>(g), std::span<float>(out), ctx, ws);
+        return out;
+      });
+      CHECK(rs == ref);
+    }
+    SUBCASE("block_top_k") {
+      block_top_k const codec{.ratio = 0.05, .block = 16};
+      auto const ref = decoded_sum(codec, world, n, ctx);
+      auto rs = on_world(world, [&](local_transport& t) {
+        reduce_scatter_workspace<block_top_k> ws;
+        auto g = test::make_grad(t.rank(), n, ctx.step);
+        sparse_buffer<float> s;
+        sparse_reduce_scatter(t, codec, std::span<float const>(g), s, ctx, ws);
+        CHECK(s.block_size() == 16);
+        std::vector<float> out(n, 0.0f);
+        scatter(std::as_const(s).view(), std::span<float>(out), false);
+        return out;
+      });
+      CHECK(rs == ref);
+      auto ag = on_world(world, [&](local_transport& t) {
+        allgather_workspace<block_top_k> ws;
+        auto g = test::make_grad(t.rank(), n, ctx.step);
+        sparse_buffer<float> s;
+        sparse_allgather(t, codec, std::span<float const>(g), s, ctx, ws);
+        std::vector<float> out(n, 0.0f);
+        scatter(std::as_const(s).view(), std::span<float>(out), false);
+        return out;
+      });
+      CHECK(ag == ref);
+    }
+  }
+}
+
+TEST_CASE("scatter-reduce-allgather with maxmin_quantize: two quantizations, bit-identical replicas") {
+  std::size_t const n = 20'000;
+  for (auto round : {rounding::nearest, rounding::stochastic}) {
+    for (int world : {1, 2, 3, 4, 7}) {
+      CAPTURE(world);
+      maxmin_quantize const codec{.bits = 4, .bucket = 512, .round = round};
+      collective_context const ctx{.step = 9, .tensor = 2, .seed = 5, .timeout = 30s};
+      auto const ref = test::reference_sum(world, n, ctx.step);
+      auto out = on_world(world, [&](local_transport& t) {
+        sra_workspace<maxmin_quantize> ws;
+        auto g = test::make_grad(t.rank(), n, ctx.step);
+        std::vector<float> o(n);
+        scatter_reduce_allgather(t, codec, std::span<float const>(g), std::span<float>(o), ctx, ws);
+        return o;
+      });
+      // Each rank's values span [-3, 3] (unit 6/15); the sum spans at most [-3N, 3N] (unit 6N/15).
+      double const bound = world * 6.0 / 15.0 + world * 6.0 / 15.0 + 1e-3;
+      CHECK(max_error(out, ref) <= bound);
+    }
+  }
+}
+
+TEST_CASE("parameter server and hierarchical with real codecs: bit-identical replicas") {
+  std::size_t const n = 8'192;
+  for (int world : {2, 4, 6}) {
+    CAPTURE(world);
+    collective_context const ctx{.step = 1, .tensor = 6, .seed = 1, .timeout = 30s};
+    auto const ref = test::reference_sum(world, n, ctx.step);
+    auto ps = on_world(world, [&](local_transport& t) {
+      ps_workspace<top_k, maxmin_quantize> ws;
+      auto g = test::make_grad(t.rank(), n, ctx.step);
+      std::vector<float> o(n);
+      parameter_server(t, top_k{.ratio = 0.3}, maxmin_quantize{.bits = 8, .bucket = 256}, std::span<float const>(g),
+                       std::span<float>(o), ctx, ws, {.servers = 2});
+      return o;
+    });
+    CHECK(ps.size() == n);
+    auto h = on_world(world, [&](local_transport& t) {
+      hierarchical_workspace<top_k, maxmin_quantize> ws;
+      auto g = test::make_grad(t.rank(), n, ctx.step);
+      std::vector<float> o(n);
+      hierarchical_allreduce(t, top_k{.ratio = 1.0}, maxmin_quantize{.bits = 8, .bucket = 256},
+                             std::span<float const>(g), std::span<float>(o), ctx, ws, {.group_size = 2});
+      return o;
+    });
+    // top_k at ratio 1 is exact; one 8-bit quantization level per leader plus the final one.
+    double const bound = world * 6.0 / 255.0 * 2 + 1e-3;
+    CHECK(max_error(h, ref) <= bound);
+  }
+}
+
+TEST_CASE("tensors smaller than the world: empty chunks with real codecs") {
+  collective_context const ctx{.step = 2, .tensor = 1, .timeout = 30s};
+  for (std::size_t n : {std::size_t{1}, std::size_t{5}}) {
+    auto out = on_world(8, [&](local_transport& t) {
+      sra_workspace<maxmin_quantize> ws;
+      auto g = test::make_grad(t.rank(), n, ctx.step);
+      std::vector<float> o(n);
+      scatter_reduce_allgather(t, maxmin_quantize{.bits = 8, .bucket = 64}, std::span<float const>(g),
+                               std::span<float>(o), ctx, ws);
+      return o;
+    });
+    CHECK(max_error(out, test::reference_sum(8, n, ctx.step)) <= 8 * 6.0 / 255.0 * 2 + 1e-3);
+    auto rs = on_world(8, [&](local_transport& t) {
+      reduce_scatter_workspace<top_k> ws;
+      auto g = test::make_grad(t.rank(), n, ctx.step);
+      std::vector<float> o(n);
+      sparse_reduce_scatter(t, top_k{.ratio = 1.0}, std::span<float const>(g), std::span<float>(o), ctx, ws);
+      return o;
+    });
+    CHECK(rs == test::reference_sum(8, n, ctx.step));
+  }
+}
