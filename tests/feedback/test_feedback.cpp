@@ -336,3 +336,34 @@ TEST_CASE("bad calls are errors before anything changes") {
   CHECK(fmt::format("{}", sluice::ef21{}) == "ef21{.precision = f32, .non_finite = throw_error}");
   CHECK(fmt::format("{}", sluice::no_feedback{}) == "no_feedback{.non_finite = throw_error}");
 }
+
+#ifdef SLUICE_TEST_HAVE_MAXMIN
+TEST_CASE_TEMPLATE("fused residual + maxmin_quantize is bit-identical for every grid and rounding", T, float,
+                   Eigen::bfloat16, Eigen::half) {
+  constexpr std::size_t n = 5000;  // not a multiple of any bucket
+  for (auto const& c : {sluice::maxmin_quantize{.bits = 4}, sluice::maxmin_quantize{.bits = 3, .bucket = 100},
+                        sluice::maxmin_quantize{.bits = 8, .bucket = 64, .round = sluice::rounding::stochastic},
+                        sluice::maxmin_quantize{.bits = 1, .bucket = 4096}})
+    for (auto precision : {sluice::element_type::f32, sluice::element_type::bf16}) {
+      CAPTURE(fmt::format("{}", c));
+      sluice::residual const fa{.precision = precision, .non_finite = sluice::non_finite_policy::propagate};
+      auto fb = fa;
+      fb.fuse = false;
+      feedback_state sa(fa, std::vector<std::size_t>{n}), sb(fb, std::vector<std::size_t>{n});
+      feedback_workspace<sluice::maxmin_quantize, T> wa, wb;
+      std::vector<std::byte> oa(c.max_encoded_bytes(n)), ob(oa.size());
+      for (std::uint64_t t = 0; t < 6; ++t) {
+        auto const gf = random_grad(n, static_cast<std::uint32_t>(t + 31));
+        std::vector<T> g(n);
+        for (std::size_t i = 0; i < n; ++i) g[i] = T(gf[i]);
+        if (t == 3) g[777] = T(NAN);
+        sluice::encode_context const ctx{.seed = 5, .rank = 2, .step = t, .tensor = 9};
+        auto const na = fa.encode(c, sa.slice(0), std::span<T const>(g), ctx, wa, std::span(oa));
+        auto const nb = fb.encode(c, sb.slice(0), std::span<T const>(g), ctx, wb, std::span(ob));
+        REQUIRE(na == nb);
+        REQUIRE(std::equal(oa.begin(), oa.begin() + static_cast<std::ptrdiff_t>(na), ob.begin()));
+        REQUIRE(sa == sb);
+      }
+    }
+}
+#endif

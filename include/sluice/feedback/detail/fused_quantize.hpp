@@ -1,24 +1,107 @@
-// Fused compensate + quantize + residual update for the max-min quantizer: one pass over memory
-// per bucket (read g, read e, write e, write packed bits), bit-identical to the composition.
+// Fused compensate + quantize + residual update for the max-min quantizer: per bucket, c = g + e
+// lives in L1 while it is ranged, quantized, packed and subtracted, so memory sees one pass (read
+// g, read e, write e, write the packed bits). Built on compress/'s per-bucket building blocks and
+// the codec's frame layout; bit-identical to encode + decode (tested).
 #pragma once
 
+#include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <span>
+#include <type_traits>
 
 #include <sluice/compress/concepts.hpp>
+#include <sluice/feedback/detail/kernels.hpp>
 #include <sluice/feedback/state.hpp>
 #include <sluice/feedback/workspace.hpp>
+#if __has_include(<sluice/compress/maxmin_quantize.hpp>)
+#include <sluice/compress/maxmin_quantize.hpp>
+#define SLUICE_FEEDBACK_HAVE_MAXMIN 1
+#endif
 
 namespace sluice::feedback_detail {
 
 /// True when codec C on T has a fused residual path here.
 template <class C, class T>
-inline constexpr bool has_fused_quantize = false;
+inline constexpr bool has_fused_quantize =
+#ifdef SLUICE_FEEDBACK_HAVE_MAXMIN
+    std::is_same_v<C, maxmin_quantize>;
+#else
+    false;
+#endif
 
+/// Residual + maxmin_quantize in one pass per bucket. Writes the frame maxmin_quantize::encode
+/// writes for c = g + e (same header, parameter, range and level sections) and sets
+/// e = c - decode(frame) bucket by bucket.
 template <class S, class C, class T>
-std::size_t residual_fused_quantize(C const&, feedback_slice const&, std::span<T const>, encode_context const&,
-                                    feedback_workspace<C, T>&, std::span<std::byte>) {
+std::size_t residual_fused_quantize(C const& c, feedback_slice const& s, std::span<T const> grad,
+                                    encode_context const& ctx, feedback_workspace<C, T>&, std::span<std::byte> out) {
+#ifdef SLUICE_FEEDBACK_HAVE_MAXMIN
+  static_assert(std::is_same_v<C, maxmin_quantize>);
+  c.validate();
+  std::size_t const n = grad.size(), nb = c.bucket_count(n), bucket = c.bucket;
+  unsigned const bits = c.bits;
+  auto const e = s.template buffer<S>(0);
+  wire::writer w(out, compress_detail::make_header<T>(wire::codec_id::maxmin_quantize, ctx, n));
+  std::uint32_t const params[4] = {bits, static_cast<std::uint32_t>(bucket), static_cast<std::uint32_t>(c.round), 0};
+  w.write(std::as_bytes(std::span(params)));
+  std::byte* const ranges = w.next().data();
+  std::byte* const packed = ranges + 8 * nb;
+  random_stream const stream(ctx.key());
+  auto const rs = state_stream(ctx, s.tensor());
+  std::size_t const offset = s.offset();
+  bool const aligned = bucket % 8 == 0;
+  std::size_t const groups = (nb + 7) / 8;
+  std::atomic<std::uint64_t> bad_total{0};
+  parallel_chunks(groups, 4, [&](std::size_t gb, std::size_t ge, int) {
+    std::size_t const b0 = gb * 8, b1 = std::min(nb, ge * 8);
+    if (!aligned) {
+      std::size_t const from = b0 * bucket * bits / 8;
+      std::size_t const to = compress_detail::packed_bytes(std::min(n, b1 * bucket), bits);
+      std::memset(packed + from, 0, to - from);
+    }
+    alignas(64) std::array<float, 4096> cf;
+    alignas(64) std::array<T, 4096> ct;
+    alignas(64) std::array<std::uint8_t, 4096> codes;
+    std::uint32_t bad = 0;
+    for (std::size_t b = b0; b < b1; ++b) {
+      std::size_t const first = b * bucket, len = std::min(bucket, n - first);
+      T const* const g = grad.data() + first;
+      S* const eb = e.data() + first;
+      for (std::size_t j = 0; j < len; ++j) {
+        cf[j] = to_float(g[j]) + to_float(eb[j]);
+        bad += non_finite(cf[j]) ? 1u : 0u;
+      }
+      T const* x = nullptr;
+      if constexpr (std::is_same_v<T, float>) {
+        x = cf.data();
+      } else {
+        for (std::size_t j = 0; j < len; ++j) ct[j] = from_float<T>(cf[j]);
+        x = ct.data();
+      }
+      auto const r = compress_detail::maxmin_bucket_range(x, len, bits);
+      compress_detail::maxmin_quantize_bucket(x, len, r, bits, c.round, stream, first, codes.data());
+      std::memcpy(ranges + 8 * b, &r.min, 4);
+      std::memcpy(ranges + 8 * b + 4, &r.unit, 4);
+      compress_detail::pack_codes_at(codes.data(), len, bits, packed, first * bits);
+      // The receiver's value, narrowed to T as decode narrows it, then e = c - value.
+      store_range<S>(eb, 0, len, rs, offset + first, [&](std::size_t j) {
+        return cf[j] - to_float(from_float<T>(compress_detail::maxmin_value(r, codes[j])));
+      });
+    }
+    if (bad != 0) bad_total.fetch_add(bad, std::memory_order_relaxed);
+  });
+  w.commit(8 * nb);
+  w.commit(compress_detail::packed_bytes(n, bits));
+  if (auto const bad = bad_total.load()) s.state().record_non_finite(bad);
+  return w.finish();
+#else
+  (void)c, (void)s, (void)grad, (void)ctx, (void)out;
   return 0;
+#endif
 }
 
 }  // namespace sluice::feedback_detail
