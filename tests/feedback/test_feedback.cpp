@@ -288,6 +288,12 @@ TEST_CASE("non-finite gradients: throw, skip_step and propagate never poison the
     CHECK(s.value(0, 0, 123) == 0.0f);
     CHECK(s.report().non_finite_values == 2);
   }
+  // The public scan a pipeline runs over a whole step first.
+  CHECK(sluice::first_non_finite(std::span<float const>(g)) == static_cast<std::size_t>(-1));
+  auto late = g;
+  late[250] = INFINITY;
+  late[260] = NAN;
+  CHECK(sluice::first_non_finite(std::span<float const>(late)) == 250);
   // Other policies throw the same way.
   sluice::momentum_correction const mc;
   feedback_state sm(mc, std::vector<std::size_t>{n});
@@ -363,6 +369,28 @@ TEST_CASE_TEMPLATE("fused residual + maxmin_quantize is bit-identical for every 
         REQUIRE(na == nb);
         REQUIRE(std::equal(oa.begin(), oa.begin() + static_cast<std::ptrdiff_t>(na), ob.begin()));
         REQUIRE(sa == sb);
+      }
+    }
+}
+#endif
+
+#ifdef SLUICE_TEST_HAVE_BLOCK_TOP_K
+TEST_CASE("fused residual + block_top_k is bit-identical for every block size and score") {
+  constexpr std::size_t n = 5003;  // a partial last block for every block size below
+  for (auto const& c : {sluice::block_top_k{.ratio = 0.02}, sluice::block_top_k{.ratio = 0.1, .block = 5},
+                        sluice::block_top_k{.ratio = 0.03, .score = sluice::block_score::l2},
+                        sluice::block_top_k{.ratio = 0.5, .block = 64, .score = sluice::block_score::l2}})
+    for (auto policy : {sluice::non_finite_policy::throw_error, sluice::non_finite_policy::propagate}) {
+      CAPTURE(fmt::format("{}", c));
+      run a(sluice::residual{.non_finite = policy}, c, n);
+      run b(sluice::residual{.non_finite = policy, .fuse = false}, c, n);
+      for (std::size_t t = 0; t < 8; ++t) {
+        auto g = random_grad(n, static_cast<std::uint32_t>(300 + t), t % 2 ? 1.0f : 1e-4f);
+        if (policy == sluice::non_finite_policy::propagate && t == 4) g[10] = NAN, g[5002] = -INFINITY;
+        a.step(g, t);
+        b.step(g, t);
+        REQUIRE(a.messages.back() == b.messages.back());
+        REQUIRE(a.state.save() == b.state.save());
       }
     }
 }

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <sluice/feedback/concepts.hpp>
+#include <sluice/feedback/detail/fused_block.hpp>
 #include <sluice/feedback/detail/fused_quantize.hpp>
 #include <sluice/feedback/detail/kernels.hpp>
 
@@ -117,7 +118,9 @@ struct residual {
           return 0;
       }
       if (fuse) {
-        if constexpr (feedback_detail::has_fused_quantize<C, T>)
+        if constexpr (feedback_detail::has_fused_block<C, T, S>)
+          return feedback_detail::residual_fused_block<S>(c, s, grad, ctx, ws, out);
+        else if constexpr (feedback_detail::has_fused_quantize<C, T>)
           return feedback_detail::residual_fused_quantize<S>(c, s, grad, ctx, ws, out);
         else if constexpr (SparseCodec<C, T>)
           return feedback_detail::residual_fused_sparse<S>(c, s, grad, ctx, ws, out);

@@ -88,6 +88,12 @@ std::size_t first_non_finite(std::size_t n, F&& f) {
   return npos;
 }
 
+/// Index of the first non-finite element of x, or npos (one parallel read pass).
+template <Element T>
+std::size_t first_non_finite_of(std::span<T const> x) {
+  return first_non_finite(x.size(), [&](std::size_t i) { return to_float(x[i]); });
+}
+
 /// Calls f(i) for i in [0, n) in parallel chunks; f computes and stores one value and returns it.
 /// Returns how many of the returned values were non-finite (counted in the same pass).
 template <class F>
