@@ -70,21 +70,14 @@ constexpr std::size_t sparse_allgather_bytes(std::size_t message_bytes, int worl
   return world <= 1 ? 0 : static_cast<std::size_t>(world - 1) * message_bytes;
 }
 
-/// Allgathers codec messages and writes the sum over ranks of decode(message_j) to `out` (dense).
-/// `in` and `out` may be the same span. Any Codec works; sums are taken in rank order, so every
-/// rank gets the same bits.
+namespace detail {
+
 template <Transport T, class C>
-requires Codec<C, float>
-void sparse_allgather(T& t, C const& codec, std::span<float const> in, std::span<float> out,
-                      collective_context const& ctx, allgather_workspace<C>& ws) {
+void allgather_sum_dense(T& t, C const& codec, std::span<float> out, collective_context const& ctx,
+                         allgather_workspace<C>& ws, deadline d) {
   char const* const what = "sparse_allgather";
-  require(out.size() == in.size(), errc::size_mismatch, "{}: tensor {}: output of {} elements for input of {}", what,
-          ctx.tensor, out.size(), in.size());
   int const world = t.size(), r = t.rank();
-  deadline const d = deadline::after(ctx.timeout);
-  ws.messages.resize(static_cast<std::size_t>(world));
-  detail::encode_into(codec, in, detail::encode_ctx(ctx, r), ws.encode, ws.messages[static_cast<std::size_t>(r)]);
-  if (world > 1) detail::ring_allgather_messages(t, ws, ctx, d, in.size(), {}, false, what);
+  if (world > 1) detail::ring_allgather_messages(t, ws, ctx, d, out.size(), {}, false, what);
   std::fill(out.begin(), out.end(), 0.0f);
   for (int j = 0; j < world; ++j) {
     try {
@@ -94,6 +87,36 @@ void sparse_allgather(T& t, C const& codec, std::span<float const> in, std::span
       detail::rethrow_with(e, what, ctx, r, j);
     }
   }
+}
+
+}  // namespace detail
+
+/// Allgathers codec messages and writes the sum over ranks of decode(message_j) to `out` (dense).
+/// `in` and `out` may be the same span. Any Codec works; sums are taken in rank order, so every
+/// rank gets the same bits.
+template <Transport T, class C>
+requires Codec<C, float>
+void sparse_allgather(T& t, C const& codec, std::span<float const> in, std::span<float> out,
+                      collective_context const& ctx, allgather_workspace<C>& ws) {
+  require(out.size() == in.size(), errc::size_mismatch,
+          "sparse_allgather: tensor {}: output of {} elements for input of {}", ctx.tensor, out.size(), in.size());
+  deadline const d = deadline::after(ctx.timeout);
+  ws.messages.resize(static_cast<std::size_t>(t.size()));
+  detail::encode_into(codec, in, detail::encode_ctx(ctx, t.rank()), ws.encode,
+                      ws.messages[static_cast<std::size_t>(t.rank())]);
+  detail::allgather_sum_dense(t, codec, out, ctx, ws, d);
+}
+
+/// As above, for a message this rank has encoded already (in an earlier pipeline stage, with
+/// detail::encode_ctx(ctx, rank)): only the exchange and the aggregation run here.
+template <Transport T, class C>
+requires Codec<C, float>
+void sparse_allgather_encoded(T& t, C const& codec, std::span<std::byte const> message, std::span<float> out,
+                              collective_context const& ctx, allgather_workspace<C>& ws) {
+  ws.messages.resize(static_cast<std::size_t>(t.size()));
+  auto& mine = ws.messages[static_cast<std::size_t>(t.rank())];
+  mine.assign(message.begin(), message.end());
+  detail::allgather_sum_dense(t, codec, out, ctx, ws, deadline::after(ctx.timeout));
 }
 
 namespace detail {

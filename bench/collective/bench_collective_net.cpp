@@ -1,0 +1,126 @@
+// Collectives over shaped links for a 2^24-float gradient (scripts/bench-collective.sh): sparse
+// allgather and reduce-scatter (top_k 1%), CGX scatter-reduce-allgather (maxmin 4-bit), and the dense
+// ring against Open MPI's own MPI_Allreduce. frac_of_bound = (wire bytes / link rate) / time.
+#include <vector>
+
+#include <sluice/collective/all.hpp>
+#include <sluice/compress/maxmin_quantize.hpp>
+#include <sluice/compress/top_k.hpp>
+
+#include "collective/bench_world.hpp"
+
+namespace {
+
+using namespace sluice;
+constexpr std::size_t n_grad = std::size_t{1} << 24;
+
+template <class Body>
+void on_network(benchmark::State& state, Body&& body) {
+#if SLUICE_BENCH_MPI
+  if (bench::under_mpirun()) return body(bench::mpi_world());
+#endif
+#if SLUICE_BENCH_ZMQ
+  if (bench::under_torchrun_env()) return body(bench::zmq_world());
+#endif
+  state.SkipWithError("needs ranks: run under mpirun or with RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT");
+}
+
+collective_context ctx_for(std::uint64_t step) {
+  return {.step = step, .tensor = 1, .seed = 7, .timeout = std::chrono::seconds(300), .tag = message_tag{0}};
+}
+
+void BM_ring_allreduce(benchmark::State& state) {
+  on_network(state, [&](auto& t) {
+    auto g = bench::rank_gradient(t.rank(), n_grad);
+    ring_workspace ws;
+    std::uint64_t step = 0;
+    bench::run_net(state, t, [&] {
+      ring_allreduce(t, std::span<float>(g), ctx_for(step++), ws);
+      return ring_allreduce_bytes(n_grad, t.size());
+    });
+  });
+}
+
+#if SLUICE_BENCH_MPI
+void BM_baseline_mpi_allreduce(benchmark::State& state) {
+  if (!bench::under_mpirun()) return state.SkipWithError("needs mpirun");
+  auto& t = bench::mpi_world();
+  auto g = bench::rank_gradient(t.rank(), n_grad);
+  bench::run_net(state, t, [&] {
+    MPI_Allreduce(MPI_IN_PLACE, g.data(), static_cast<int>(g.size()), MPI_FLOAT, MPI_SUM, t.comm());
+    return ring_allreduce_bytes(n_grad, t.size());  // the bandwidth-optimal volume, for comparison
+  });
+}
+BENCHMARK(BM_baseline_mpi_allreduce)->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
+#endif
+
+void BM_sparse_allgather_top_k(benchmark::State& state) {
+  on_network(state, [&](auto& t) {
+    auto g = bench::rank_gradient(t.rank(), n_grad);
+    top_k const codec{.ratio = 0.01};
+    allgather_workspace<top_k> ws;
+    std::vector<float> out(n_grad);
+    std::uint64_t step = 0;
+    bench::run_net(state, t, [&] {
+      sparse_allgather(t, codec, std::span<float const>(g), std::span<float>(out), ctx_for(step++), ws);
+      return ws.sent_bytes;
+    });
+  });
+}
+
+// The exchange alone, the message encoded beforehand (as in a pipeline whose compression stage runs
+// ahead of communication).
+void BM_sparse_allgather_top_k_exchange(benchmark::State& state) {
+  on_network(state, [&](auto& t) {
+    auto g = bench::rank_gradient(t.rank(), n_grad);
+    top_k const codec{.ratio = 0.01};
+    allgather_workspace<top_k> ws;
+    std::vector<float> out(n_grad);
+    std::vector<std::vector<std::byte>> msgs(64);
+    top_k::workspace<float> ews;
+    for (std::uint64_t s = 0; s < msgs.size(); ++s)
+      detail::encode_into(codec, std::span<float const>(g), detail::encode_ctx(ctx_for(s), t.rank()), ews, msgs[s]);
+    std::uint64_t step = 0;
+    bench::run_net(state, t, [&] {
+      auto const s = step++ % msgs.size();
+      sparse_allgather_encoded(t, codec, std::span<std::byte const>(msgs[s]), std::span<float>(out), ctx_for(s), ws);
+      return ws.sent_bytes;
+    });
+  });
+}
+
+void BM_sparse_reduce_scatter_top_k(benchmark::State& state) {
+  on_network(state, [&](auto& t) {
+    auto g = bench::rank_gradient(t.rank(), n_grad);
+    top_k const codec{.ratio = 0.01};
+    reduce_scatter_workspace<top_k> ws;
+    std::vector<float> out(n_grad);
+    std::uint64_t step = 0;
+    bench::run_net(state, t, [&] {
+      sparse_reduce_scatter(t, codec, std::span<float const>(g), std::span<float>(out), ctx_for(step++), ws);
+      return ws.sent_bytes;
+    });
+  });
+}
+
+void BM_scatter_reduce_allgather_maxmin4(benchmark::State& state) {
+  on_network(state, [&](auto& t) {
+    auto g = bench::rank_gradient(t.rank(), n_grad);
+    maxmin_quantize const codec{.bits = 4, .bucket = 1024};
+    sra_workspace<maxmin_quantize> ws;
+    std::vector<float> out(n_grad);
+    std::uint64_t step = 0;
+    bench::run_net(state, t, [&] {
+      scatter_reduce_allgather(t, codec, std::span<float const>(g), std::span<float>(out), ctx_for(step++), ws);
+      return ws.sent_bytes;
+    });
+  });
+}
+
+}  // namespace
+
+BENCHMARK(BM_ring_allreduce)->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_sparse_allgather_top_k)->Iterations(5)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_sparse_allgather_top_k_exchange)->Iterations(5)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_sparse_reduce_scatter_top_k)->Iterations(5)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_scatter_reduce_allgather_maxmin4)->Iterations(5)->UseManualTime()->Unit(benchmark::kMillisecond);

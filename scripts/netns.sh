@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Network namespaces for collective experiments on this machine only: N rank namespaces, each joined
+# by a veth pair to a bridge in its own namespace, every link shaped with tc tbf (up and down).
+# Everything is removed on exit, even on failure or Ctrl-C.
+#
+#   scripts/netns.sh [-n RANKS] [-r RATE] [-p PREFIX] -- COMMAND [ARGS...]
+#
+# COMMAND runs once per rank inside its namespace with RANK, WORLD_SIZE, MASTER_ADDR (rank 0's
+# address), MASTER_PORT, SLUICE_ZMQ_HOST (its own address) and SLUICE_LINK_BPS set; the script waits
+# for all ranks (killing them after NETNS_TIMEOUT seconds, default 600) and exits non-zero if any failed.
+# Rank r's stdout/stderr go to ${NETNS_LOG_DIR:-/tmp}/PREFIX-rank<r>.log; rank 0's stdout also to ours.
+# Sourced (NETNS_SOURCE_ONLY=1), it only defines netns_up / netns_down / netns_exec.
+set -euo pipefail
+
+NETNS_RANKS=${NETNS_RANKS:-4}
+NETNS_RATE=${NETNS_RATE:-1gbit}
+NETNS_PREFIX=${NETNS_PREFIX:-slc$$}
+NETNS_SUBNET=${NETNS_SUBNET:-10.231.0}
+
+# Bits per second of a tc rate such as 100mbit or 1gbit.
+rate_bps() {
+  local r=$1
+  case "$r" in
+    *gbit) echo $(( ${r%gbit} * 1000000000 )) ;;
+    *mbit) echo $(( ${r%mbit} * 1000000 )) ;;
+    *kbit) echo $(( ${r%kbit} * 1000 )) ;;
+    *) echo "$r" ;;
+  esac
+}
+
+netns_addr() { echo "${NETNS_SUBNET}.$(( $1 + 1 ))"; }
+
+netns_down() {
+  local p=$NETNS_PREFIX
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^${p}(br|r[0-9]+)$" || true); do
+    ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
+    ip netns del "$ns" 2>/dev/null || true
+  done
+}
+
+netns_up() {
+  local p=$NETNS_PREFIX n=$NETNS_RANKS rate=$NETNS_RATE
+  local bps; bps=$(rate_bps "$rate")
+  # Bucket: at least 4 ms of traffic and 64 KiB (veth GSO segments reach 64 KiB).
+  local burst=$(( bps / 8 / 250 )); (( burst < 65536 )) && burst=65536
+  ip netns add "${p}br"
+  ip -n "${p}br" link set lo up
+  ip -n "${p}br" link add br0 type bridge
+  ip -n "${p}br" link set br0 up
+  for (( r = 0; r < n; r++ )); do
+    local ns="${p}r${r}" a="${p}r${r}a" b="${p}r${r}b"
+    ip netns add "$ns"
+    ip -n "$ns" link set lo up
+    ip link add "$a" type veth peer name "$b"
+    ip link set "$a" netns "$ns"
+    ip link set "$b" netns "${p}br"
+    ip -n "$ns" addr add "$(netns_addr "$r")/24" dev "$a"
+    ip -n "$ns" link set "$a" up
+    ip -n "${p}br" link set "$b" master br0
+    ip -n "${p}br" link set "$b" up
+    # Upload (rank -> bridge) and download (bridge -> rank) both shaped.
+    ip netns exec "$ns" tc qdisc add dev "$a" root tbf rate "$rate" burst "$burst" latency 100ms
+    ip netns exec "${p}br" tc qdisc add dev "$b" root tbf rate "$rate" burst "$burst" latency 100ms
+  done
+}
+
+# netns_exec RANK COMMAND...: runs COMMAND in rank RANK's namespace with the rendezvous variables.
+netns_exec() {
+  local r=$1; shift
+  ip netns exec "${NETNS_PREFIX}r${r}" env RANK="$r" WORLD_SIZE="$NETNS_RANKS" MASTER_ADDR="$(netns_addr 0)" \
+    MASTER_PORT="${NETNS_MASTER_PORT:-29500}" SLUICE_ZMQ_HOST="$(netns_addr "$r")" \
+    SLUICE_LINK_BPS="$(rate_bps "$NETNS_RATE")" "$@"
+}
+
+[[ "${NETNS_SOURCE_ONLY:-0}" == 1 ]] && return 0
+
+while getopts "n:r:p:" opt; do
+  case $opt in
+    n) NETNS_RANKS=$OPTARG ;;
+    r) NETNS_RATE=$OPTARG ;;
+    p) NETNS_PREFIX=$OPTARG ;;
+    *) sed -n '2,13p' "$0"; exit 2 ;;
+  esac
+done
+shift $((OPTIND - 1))
+[[ "${1:-}" == "--" ]] && shift
+(( $# > 0 )) || { sed -n '2,13p' "$0"; exit 2; }
+[[ $(id -u) == 0 ]] || { echo "netns.sh: needs root (ip netns, tc)" >&2; exit 2; }
+
+trap netns_down EXIT INT TERM
+netns_down
+netns_up
+log_dir=${NETNS_LOG_DIR:-/tmp}
+pids=()
+for (( r = 0; r < NETNS_RANKS; r++ )); do
+  if (( r == 0 )); then
+    netns_exec "$r" "$@" > >(tee "$log_dir/$NETNS_PREFIX-rank$r.log") 2>&1 &
+  else
+    netns_exec "$r" "$@" > "$log_dir/$NETNS_PREFIX-rank$r.log" 2>&1 &
+  fi
+  pids+=($!)
+done
+status=0
+deadline=$(( SECONDS + ${NETNS_TIMEOUT:-600} ))
+for pid in "${pids[@]}"; do
+  while kill -0 "$pid" 2>/dev/null; do
+    if (( SECONDS > deadline )); then
+      echo "netns.sh: ranks still running after ${NETNS_TIMEOUT:-600}s; killing them" >&2
+      kill -9 "${pids[@]}" 2>/dev/null || true
+      status=124
+      break 2
+    fi
+    sleep 0.2
+  done
+  wait "$pid" || status=$?
+done
+exit $status
