@@ -1,0 +1,80 @@
+// The identity codec: the dense tensor as it is, framed. The baseline every other codec is
+// measured against, and what small layers and biases use (CGX leaves them uncompressed).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <span>
+
+#include <fmt/format.h>
+
+#include <sluice/compress/concepts.hpp>
+#include <sluice/compress/detail/common.hpp>
+
+namespace sluice {
+
+/// Sends every element unchanged. Wire: section 0 = n values as T. Error: none (bit-exact).
+struct identity {
+  using codec_concept = codec_tag;
+  static constexpr bool unbiased = true;
+
+  friend bool operator==(identity const&, identity const&) = default;
+
+  /// Exact frame size for n elements of T (the default, float, bounds every T).
+  template <Element T = float>
+  [[nodiscard]] std::size_t max_encoded_bytes(std::size_t n) const noexcept {
+    return wire::frame_bytes({n * sizeof(T)});
+  }
+
+  /// Encodes `in` into `out` (at least max_encoded_bytes<T>(in.size()) bytes); returns bytes written.
+  template <Element T>
+  std::size_t encode(std::span<T const> in, encode_context const& ctx, codec_workspace<identity, T>&,
+                     std::span<std::byte> out) const {
+    compress_detail::check_out(out.size(), max_encoded_bytes<T>(in.size()), "identity");
+    wire::writer w(out, compress_detail::make_header<T>(wire::codec_id::identity, ctx, in.size()));
+    w.write(std::as_bytes(in));
+    return w.finish();
+  }
+
+  /// Overwrites `dense` with the sent values.
+  template <Element T>
+  void decode(std::span<std::byte const> msg, encode_context const&, codec_workspace<identity, T>&,
+              std::span<T> dense) const {
+    auto const v = values<T>(msg, dense.size());
+    if (!v.empty()) std::memcpy(dense.data(), v.data(), v.size());
+  }
+
+  /// Adds the sent values into `dense`.
+  template <Element T>
+  void decode_add(std::span<std::byte const> msg, encode_context const&, codec_workspace<identity, T>&,
+                  std::span<T> dense) const {
+    auto const v = values<T>(msg, dense.size());
+    for (std::size_t i = 0; i < dense.size(); ++i) {
+      T x;
+      std::memcpy(&x, v.data() + i * sizeof(T), sizeof(T));
+      dense[i] = from_float<T>(to_float(dense[i]) + to_float(x));
+    }
+  }
+
+ private:
+  template <Element T>
+  static std::span<std::byte const> values(std::span<std::byte const> msg, std::size_t n) {
+    wire::frame const f = compress_detail::parse_frame<T>(msg, wire::codec_id::identity, n, 1);
+    require(f.sections[0].size() == n * sizeof(T), errc::malformed_message,
+            "identity: values section has {} bytes, expected {}", f.sections[0].size(), n * sizeof(T));
+    return f.sections[0];
+  }
+};
+
+static_assert(Codec<identity, float> && Codec<identity, Eigen::half> && Codec<identity, Eigen::bfloat16>);
+
+}  // namespace sluice
+
+template <>
+struct fmt::formatter<sluice::identity> : sluice::compress_detail::policy_formatter {
+  template <class FormatContext>
+  auto format(sluice::identity const&, FormatContext& ctx) const {
+    return fmt::format_to(ctx.out(), "identity{{}}");
+  }
+};

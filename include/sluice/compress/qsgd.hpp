@@ -1,0 +1,151 @@
+// QSGD (Alistarh et al., NeurIPS 2017): per bucket, the L2 norm in fp32 and each element as a sign
+// and one of s + 1 levels of |x| / norm, stochastically rounded from the counter-based stream, so
+// the decoded tensor is an unbiased estimate of the input.
+#pragma once
+
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include <fmt/format.h>
+
+#include <sluice/compress/concepts.hpp>
+#include <sluice/compress/detail/bucketed.hpp>
+#include <sluice/compress/detail/common.hpp>
+#include <sluice/compress/detail/pack.hpp>
+#include <sluice/core/random.hpp>
+
+namespace sluice {
+
+/// QSGD with s levels. Wire: section 0 = {u32 levels, u32 bucket}, section 1 = one f32 L2 norm
+/// per bucket, section 2 = n codes of 1 + bit_width(s) bits (bit 0 = negative, bits 1.. = level
+/// l in [0, s]), tightly packed. Decoded value: sign * norm * l / s. Unbiased (E[decoded] = x);
+/// |x - decoded| < norm / s. Codes are fixed width (the paper's Elias coding is not used: it
+/// would make the frame size data-dependent and the decoder sequential). A bucket holding NaN or
+/// Inf decodes to NaN.
+struct qsgd {
+  using codec_concept = codec_tag;
+  static constexpr bool is_quantizer = true;
+  static constexpr bool unbiased = true;
+
+  unsigned levels = 7;       ///< s, in [1, 127]
+  std::size_t bucket = 512;  ///< elements per norm, in [1, 4096]
+
+  friend bool operator==(qsgd const&, qsgd const&) = default;
+
+  /// Bits per element: a sign and a level in [0, s].
+  [[nodiscard]] unsigned code_bits() const noexcept { return 1u + static_cast<unsigned>(std::bit_width(levels)); }
+  [[nodiscard]] std::size_t bucket_count(std::size_t n) const noexcept {
+    return bucket == 0 ? 0 : (n + bucket - 1) / bucket;
+  }
+
+  /// Exact frame size for n elements (the same for every T).
+  template <Element T = float>
+  [[nodiscard]] std::size_t max_encoded_bytes(std::size_t n) const noexcept {
+    return wire::frame_bytes({8, 4 * bucket_count(n), compress_detail::packed_bytes(n, code_bits())});
+  }
+
+  /// Throws errc::invalid_argument for levels outside [1, 127] or a bucket outside [1, 4096].
+  void validate() const {
+    require(levels >= 1 && levels <= 127, errc::invalid_argument, "qsgd: levels {} is outside [1, 127]", levels);
+    require(bucket >= 1 && bucket <= compress_detail::max_bucket, errc::invalid_argument,
+            "qsgd: bucket {} is outside [1, {}]", bucket, compress_detail::max_bucket);
+  }
+
+  /// One bucket starting at stream word `first`: writes its codes and returns its norm.
+  template <Element T>
+  float encode_bucket(T const* x, std::size_t len, random_stream const& stream, std::size_t first,
+                      std::uint8_t* codes) const noexcept {
+    float sq = 0.0f;
+    for (std::size_t j = 0; j < len; ++j) {
+      float const v = to_float(x[j]);
+      sq += v * v;
+    }
+    float const norm = std::sqrt(sq);
+    float const s = static_cast<float>(levels);
+    for (std::size_t j = 0; j < len; ++j) {
+      float const v = to_float(x[j]);
+      float l = std::abs(v) / norm * s + stream.uniform(first + j);
+      l = l > 0.0f ? l : 0.0f;  // NaN (norm 0 or non-finite) -> 0
+      l = l < s ? l : s;
+      codes[j] = static_cast<std::uint8_t>((static_cast<unsigned>(static_cast<int>(l)) << 1) | (v < 0.0f ? 1u : 0u));
+    }
+    bool const finite = std::isfinite(norm);
+    return finite ? norm : std::numeric_limits<float>::quiet_NaN();
+  }
+
+  /// Encodes `in` into `out` (at least max_encoded_bytes(in.size()) bytes); returns bytes written.
+  template <Element T>
+  std::size_t encode(std::span<T const> in, encode_context const& ctx, codec_workspace<qsgd, T>&,
+                     std::span<std::byte> out) const {
+    validate();
+    std::size_t const n = in.size(), nb = bucket_count(n);
+    compress_detail::check_out(out.size(), max_encoded_bytes<T>(n), "qsgd");
+    wire::writer w(out, compress_detail::make_header<T>(wire::codec_id::qsgd, ctx, n));
+    std::uint32_t const params[2] = {levels, static_cast<std::uint32_t>(bucket)};
+    w.write(std::as_bytes(std::span(params)));
+    std::byte* const scales = w.next().data();
+    std::byte* const packed = scales + wire::padded(4 * nb);
+    random_stream const stream(ctx.key());
+    compress_detail::encode_buckets<1>(
+        n, bucket, code_bits(), scales, packed, [&](std::size_t first, std::size_t len, std::uint8_t* codes) {
+          return std::array<float, 1>{encode_bucket(in.data() + first, len, stream, first, codes)};
+        });
+    w.commit(4 * nb);
+    w.commit(compress_detail::packed_bytes(n, code_bits()));
+    return w.finish();
+  }
+
+  template <Element T>
+  void decode(std::span<std::byte const> msg, encode_context const&, codec_workspace<qsgd, T>&,
+              std::span<T> dense) const {
+    apply(msg, dense, false);
+  }
+
+  template <Element T>
+  void decode_add(std::span<std::byte const> msg, encode_context const&, codec_workspace<qsgd, T>&,
+                  std::span<T> dense) const {
+    apply(msg, dense, true);
+  }
+
+ private:
+  template <Element T>
+  void apply(std::span<std::byte const> msg, std::span<T> dense, bool add) const {
+    validate();
+    std::size_t const n = dense.size(), nb = bucket_count(n);
+    unsigned const bits = code_bits();
+    wire::frame const f = compress_detail::parse_frame<T>(msg, wire::codec_id::qsgd, n, 3);
+    require(f.sections[0].size() == 8 && compress_detail::param_u32(f.sections[0], 0) == levels &&
+                compress_detail::param_u32(f.sections[0], 1) == bucket,
+            errc::malformed_message, "qsgd: parameter section does not match levels {} and bucket {}", levels, bucket);
+    require(f.sections[1].size() == 4 * nb && f.sections[2].size() == compress_detail::packed_bytes(n, bits),
+            errc::malformed_message, "qsgd: sections of {} and {} bytes, expected {} and {}", f.sections[1].size(),
+            f.sections[2].size(), 4 * nb, compress_detail::packed_bytes(n, bits));
+    float const inv_s = 1.0f / static_cast<float>(levels);
+    compress_detail::decode_buckets<1>(
+        n, bucket, bits, f.sections[1].data(), f.sections[2].data(),
+        [&](std::size_t first, std::size_t len, std::array<float, 1> s, std::uint8_t const* codes) {
+          for (std::size_t j = 0; j < len; ++j) {
+            float const mag = s[0] * (static_cast<float>(codes[j] >> 1) * inv_s);
+            float const v = (codes[j] & 1u) != 0 ? -mag : mag;
+            T& d = dense[first + j];
+            d = add ? from_float<T>(to_float(d) + v) : from_float<T>(v);
+          }
+        });
+  }
+};
+
+static_assert(Codec<qsgd, float> && Codec<qsgd, Eigen::half> && Codec<qsgd, Eigen::bfloat16>);
+
+}  // namespace sluice
+
+template <>
+struct fmt::formatter<sluice::qsgd> : sluice::compress_detail::policy_formatter {
+  template <class FormatContext>
+  auto format(sluice::qsgd const& c, FormatContext& ctx) const {
+    return fmt::format_to(ctx.out(), "qsgd{{.levels = {}, .bucket = {}}}", c.levels, c.bucket);
+  }
+};

@@ -1,0 +1,128 @@
+// 1-bit sign compression with a per-bucket scale (signSGD with majority-free scaled decoding, as
+// in EF-SignSGD, Karimireddy et al. ICML'19, and 1-bit SGD, Seide et al. 2014): each element is
+// sent as its sign, each bucket as mean |x|; 32x smaller than fp32.
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include <fmt/format.h>
+
+#include <sluice/compress/concepts.hpp>
+#include <sluice/compress/detail/bucketed.hpp>
+#include <sluice/compress/detail/common.hpp>
+#include <sluice/compress/detail/pack.hpp>
+
+namespace sluice {
+
+/// Sign + scale. Wire: section 0 = {u32 bucket, u32 0}, section 1 = one f32 scale (mean |x|) per
+/// bucket, section 2 = n sign bits (1 = negative), bit i of a little-endian bit stream. Decoded
+/// value: -scale or +scale (0 and -0 decode to +scale). Error, per bucket of d elements:
+/// ||x - decoded||^2 = ||x||^2 - d * scale^2 <= ||x||^2 (biased; pair with error feedback).
+/// A bucket holding NaN decodes to NaN.
+struct sign {
+  using codec_concept = codec_tag;
+  static constexpr bool is_quantizer = true;
+
+  std::size_t bucket = 1024;  ///< elements per scale, in [1, 4096]
+
+  friend bool operator==(sign const&, sign const&) = default;
+
+  [[nodiscard]] std::size_t bucket_count(std::size_t n) const noexcept {
+    return bucket == 0 ? 0 : (n + bucket - 1) / bucket;
+  }
+
+  /// Exact frame size for n elements (the same for every T).
+  template <Element T = float>
+  [[nodiscard]] std::size_t max_encoded_bytes(std::size_t n) const noexcept {
+    return wire::frame_bytes({8, 4 * bucket_count(n), compress_detail::packed_bytes(n, 1)});
+  }
+
+  /// Throws errc::invalid_argument for a bucket outside [1, 4096].
+  void validate() const {
+    require(bucket >= 1 && bucket <= compress_detail::max_bucket, errc::invalid_argument,
+            "sign: bucket {} is outside [1, {}]", bucket, compress_detail::max_bucket);
+  }
+
+  /// One bucket: writes its sign codes and returns its scale (mean |x|).
+  template <Element T>
+  static float encode_bucket(T const* x, std::size_t len, std::uint8_t* codes) noexcept {
+    float sum = 0.0f;
+    for (std::size_t j = 0; j < len; ++j) {
+      float const v = to_float(x[j]);
+      sum += std::abs(v);
+      codes[j] = static_cast<std::uint8_t>(v < 0.0f);
+    }
+    return len == 0 ? 0.0f : sum / static_cast<float>(len);
+  }
+
+  /// Encodes `in` into `out` (at least max_encoded_bytes(in.size()) bytes); returns bytes written.
+  template <Element T>
+  std::size_t encode(std::span<T const> in, encode_context const& ctx, codec_workspace<sign, T>&,
+                     std::span<std::byte> out) const {
+    validate();
+    std::size_t const n = in.size(), nb = bucket_count(n);
+    compress_detail::check_out(out.size(), max_encoded_bytes<T>(n), "sign");
+    wire::writer w(out, compress_detail::make_header<T>(wire::codec_id::sign, ctx, n));
+    std::uint32_t const params[2] = {static_cast<std::uint32_t>(bucket), 0};
+    w.write(std::as_bytes(std::span(params)));
+    std::byte* const scales = w.next().data();
+    std::byte* const packed = scales + wire::padded(4 * nb);
+    compress_detail::encode_buckets<1>(n, bucket, 1, scales, packed,
+                                       [&](std::size_t first, std::size_t len, std::uint8_t* codes) {
+                                         return std::array<float, 1>{encode_bucket(in.data() + first, len, codes)};
+                                       });
+    w.commit(4 * nb);
+    w.commit(compress_detail::packed_bytes(n, 1));
+    return w.finish();
+  }
+
+  template <Element T>
+  void decode(std::span<std::byte const> msg, encode_context const&, codec_workspace<sign, T>&,
+              std::span<T> dense) const {
+    apply(msg, dense, false);
+  }
+
+  template <Element T>
+  void decode_add(std::span<std::byte const> msg, encode_context const&, codec_workspace<sign, T>&,
+                  std::span<T> dense) const {
+    apply(msg, dense, true);
+  }
+
+ private:
+  template <Element T>
+  void apply(std::span<std::byte const> msg, std::span<T> dense, bool add) const {
+    validate();
+    std::size_t const n = dense.size(), nb = bucket_count(n);
+    wire::frame const f = compress_detail::parse_frame<T>(msg, wire::codec_id::sign, n, 3);
+    require(f.sections[0].size() == 8 && compress_detail::param_u32(f.sections[0], 0) == bucket,
+            errc::malformed_message, "sign: parameter section does not match bucket {}", bucket);
+    require(f.sections[1].size() == 4 * nb && f.sections[2].size() == compress_detail::packed_bytes(n, 1),
+            errc::malformed_message, "sign: sections of {} and {} bytes, expected {} and {}", f.sections[1].size(),
+            f.sections[2].size(), 4 * nb, compress_detail::packed_bytes(n, 1));
+    compress_detail::decode_buckets<1>(
+        n, bucket, 1, f.sections[1].data(), f.sections[2].data(),
+        [&](std::size_t first, std::size_t len, std::array<float, 1> s, std::uint8_t const* codes) {
+          for (std::size_t j = 0; j < len; ++j) {
+            float const v = codes[j] != 0 ? -s[0] : s[0];
+            T& d = dense[first + j];
+            d = add ? from_float<T>(to_float(d) + v) : from_float<T>(v);
+          }
+        });
+  }
+};
+
+static_assert(Codec<sign, float> && Codec<sign, Eigen::half> && Codec<sign, Eigen::bfloat16>);
+
+}  // namespace sluice
+
+template <>
+struct fmt::formatter<sluice::sign> : sluice::compress_detail::policy_formatter {
+  template <class FormatContext>
+  auto format(sluice::sign const& c, FormatContext& ctx) const {
+    return fmt::format_to(ctx.out(), "sign{{.bucket = {}}}", c.bucket);
+  }
+};
