@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <type_traits>
 
@@ -23,6 +24,14 @@
 
 #if defined(__SSE2__)
 #include <immintrin.h>
+#endif
+
+// GCC and clang on x86-64 can compile an AVX2 function into a baseline build (target attribute)
+// and pick it at run time.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define SLUICE_OPTIM_HAVE_AVX2_TARGET 1
+#else
+#define SLUICE_OPTIM_HAVE_AVX2_TARGET 0
 #endif
 
 // `omp simd` vectorizes plain loops at -O2 when OpenMP is on; otherwise ask GCC/clang directly.
@@ -86,11 +95,14 @@ inline float bf16_to_float(std::uint16_t b) noexcept {
 /// float to bf16 with stochastic rounding, bit-identical to from_float_stochastic<Eigen::bfloat16>
 /// but branch-free so loops over it vectorize.
 inline std::uint16_t bf16_stochastic(float x, std::uint32_t random) noexcept {
-  std::uint32_t const bits = std::bit_cast<std::uint32_t>(x);
-  std::uint32_t const mag = bits & 0x7fffffffu;
-  std::uint32_t const nan = (bits & 0x80000000u) | 0x7fc00000u;
-  std::uint32_t const r = mag > 0x7f800000u ? nan : (mag == 0x7f800000u ? bits : bits + (random >> 16));
-  return static_cast<std::uint16_t>(r >> 16);
+  // Signed 32-bit arithmetic throughout: SSE2 compares and packs signed lanes only.
+  auto const bits = std::bit_cast<std::int32_t>(x);
+  std::int32_t const mag = bits & 0x7fffffff;
+  std::int32_t const nan = (bits & ~0x7fffffff) | 0x7fc00000;
+  std::int32_t const rounded =
+      static_cast<std::int32_t>(static_cast<std::uint32_t>(bits) + (random >> 16));  // carries are correct
+  std::int32_t const r = mag > 0x7f800000 ? nan : (mag == 0x7f800000 ? bits : rounded);
+  return static_cast<std::uint16_t>(static_cast<std::int16_t>(r >> 16));
 }
 
 /// float to bf16 with round-to-nearest-even, bit-identical to Eigen::bfloat16(x), branch-free.
@@ -113,8 +125,22 @@ struct philox_lanes {
 
   /// Words 4*first .. 4*(first+blocks)-1 of the stream into out[0 .. 4*blocks).
   void words(std::uint64_t first, std::size_t blocks, std::uint32_t* SLUICE_RESTRICT out) const noexcept {
+    std::size_t j = 0;
+#if SLUICE_OPTIM_HAVE_AVX2_TARGET
+    // Eight blocks per iteration where the CPU has AVX2 (checked at run time; the build may
+    // target baseline x86-64), else four in SSE2 lanes. GCC vectorizes the plain loop with 64-bit
+    // lanes only (2 blocks per vector), which made Philox the bottleneck of bf16 states.
+    if (cpu_has_avx2())
+      for (; j + 8 <= blocks; j += 8) words_avx2(first + j, out + 4 * j);
+#endif
+#if defined(__SSE2__)
+    for (; j + 4 <= blocks; j += 4) words_sse2(first + j, out + 4 * j);
+#endif
+    words_scalar(first + j, blocks - j, out + 4 * j);
+  }
+
+  void words_scalar(std::uint64_t first, std::size_t blocks, std::uint32_t* SLUICE_RESTRICT out) const noexcept {
     std::uint32_t const s = step, t = tensor, r = rank, a = k0, b = k1;
-    SLUICE_OPTIM_SIMD
     for (std::size_t j = 0; j < blocks; ++j) {
       std::uint32_t x0 = static_cast<std::uint32_t>(first + j), x1 = s, x2 = t, x3 = r, ka = a, kb = b;
       for (int round = 0; round < 10; ++round) {
@@ -136,6 +162,87 @@ struct philox_lanes {
     }
   }
 
+#if SLUICE_OPTIM_HAVE_AVX2_TARGET
+  static bool cpu_has_avx2() noexcept {
+    static bool const yes = __builtin_cpu_supports("avx2");
+    return yes;
+  }
+
+  __attribute__((target("avx2"))) void words_avx2(std::uint64_t first, std::uint32_t* out) const noexcept {
+    auto const f = static_cast<int>(static_cast<std::uint32_t>(first));
+    __m256i x0 = _mm256_add_epi32(_mm256_set1_epi32(f), _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0));
+    __m256i x1 = _mm256_set1_epi32(static_cast<int>(step)), x2 = _mm256_set1_epi32(static_cast<int>(tensor)),
+            x3 = _mm256_set1_epi32(static_cast<int>(rank));
+    __m256i const m0 = _mm256_set1_epi32(static_cast<int>(0xD2511F53u));
+    __m256i const m1 = _mm256_set1_epi32(static_cast<int>(0xCD9E8D57u));
+    __m256i const low32 = _mm256_set1_epi64x(0xffffffffll);
+    std::uint32_t ka = k0, kb = k1;
+    for (int round = 0; round < 10; ++round) {
+      __m256i const e0 = _mm256_mul_epu32(x0, m0), o0 = _mm256_mul_epu32(_mm256_srli_epi64(x0, 32), m0);
+      __m256i const e1 = _mm256_mul_epu32(x2, m1), o1 = _mm256_mul_epu32(_mm256_srli_epi64(x2, 32), m1);
+      __m256i const lo0 = _mm256_or_si256(_mm256_and_si256(e0, low32), _mm256_slli_epi64(o0, 32));
+      __m256i const hi0 = _mm256_or_si256(_mm256_srli_epi64(e0, 32), _mm256_andnot_si256(low32, o0));
+      __m256i const lo1 = _mm256_or_si256(_mm256_and_si256(e1, low32), _mm256_slli_epi64(o1, 32));
+      __m256i const hi1 = _mm256_or_si256(_mm256_srli_epi64(e1, 32), _mm256_andnot_si256(low32, o1));
+      x0 = _mm256_xor_si256(_mm256_xor_si256(hi1, x1), _mm256_set1_epi32(static_cast<int>(ka)));
+      x1 = lo1;
+      x2 = _mm256_xor_si256(_mm256_xor_si256(hi0, x3), _mm256_set1_epi32(static_cast<int>(kb)));
+      x3 = lo0;
+      ka += 0x9E3779B9u;
+      kb += 0xBB67AE85u;
+    }
+    __m256i const t0 = _mm256_unpacklo_epi32(x0, x1), t1 = _mm256_unpacklo_epi32(x2, x3);
+    __m256i const t2 = _mm256_unpackhi_epi32(x0, x1), t3 = _mm256_unpackhi_epi32(x2, x3);
+    __m256i const r0 = _mm256_unpacklo_epi64(t0, t1), r1 = _mm256_unpackhi_epi64(t0, t1);  // blocks 0|4, 1|5
+    __m256i const r2 = _mm256_unpacklo_epi64(t2, t3), r3 = _mm256_unpackhi_epi64(t2, t3);  // blocks 2|6, 3|7
+    auto* o = reinterpret_cast<__m256i*>(out);
+    _mm256_storeu_si256(o, _mm256_permute2x128_si256(r0, r1, 0x20));
+    _mm256_storeu_si256(o + 1, _mm256_permute2x128_si256(r2, r3, 0x20));
+    _mm256_storeu_si256(o + 2, _mm256_permute2x128_si256(r0, r1, 0x31));
+    _mm256_storeu_si256(o + 3, _mm256_permute2x128_si256(r2, r3, 0x31));
+  }
+#endif
+
+#if defined(__SSE2__)
+  static void mulhilo(__m128i x, __m128i m, __m128i& hi, __m128i& lo) noexcept {
+    __m128i const even = _mm_mul_epu32(x, m);                     // 64-bit products of lanes 0, 2
+    __m128i const odd = _mm_mul_epu32(_mm_srli_epi64(x, 32), m);  // lanes 1, 3
+    __m128i const low32 = _mm_set_epi32(0, -1, 0, -1);
+    lo = _mm_or_si128(_mm_and_si128(even, low32), _mm_slli_epi64(odd, 32));
+    hi = _mm_or_si128(_mm_srli_epi64(even, 32), _mm_andnot_si128(low32, odd));
+  }
+
+  void words_sse2(std::uint64_t first, std::uint32_t* out) const noexcept {
+    auto const f = static_cast<std::uint32_t>(first);
+    __m128i x0 =
+        _mm_set_epi32(static_cast<int>(f + 3), static_cast<int>(f + 2), static_cast<int>(f + 1), static_cast<int>(f));
+    __m128i x1 = _mm_set1_epi32(static_cast<int>(step)), x2 = _mm_set1_epi32(static_cast<int>(tensor)),
+            x3 = _mm_set1_epi32(static_cast<int>(rank));
+    __m128i const m0 = _mm_set1_epi32(static_cast<int>(0xD2511F53u)),
+                  m1 = _mm_set1_epi32(static_cast<int>(0xCD9E8D57u));
+    std::uint32_t ka = k0, kb = k1;
+    for (int round = 0; round < 10; ++round) {
+      __m128i hi0, lo0, hi1, lo1;
+      mulhilo(x0, m0, hi0, lo0);
+      mulhilo(x2, m1, hi1, lo1);
+      x0 = _mm_xor_si128(_mm_xor_si128(hi1, x1), _mm_set1_epi32(static_cast<int>(ka)));
+      x1 = lo1;
+      x2 = _mm_xor_si128(_mm_xor_si128(hi0, x3), _mm_set1_epi32(static_cast<int>(kb)));
+      x3 = lo0;
+      ka += 0x9E3779B9u;
+      kb += 0xBB67AE85u;
+    }
+    // Transpose: lane l of x0..x3 is block first+l, whose four words are stored together.
+    __m128i const t0 = _mm_unpacklo_epi32(x0, x1), t1 = _mm_unpacklo_epi32(x2, x3);
+    __m128i const t2 = _mm_unpackhi_epi32(x0, x1), t3 = _mm_unpackhi_epi32(x2, x3);
+    auto* o = reinterpret_cast<__m128i*>(out);
+    _mm_storeu_si128(o, _mm_unpacklo_epi64(t0, t1));
+    _mm_storeu_si128(o + 1, _mm_unpackhi_epi64(t0, t1));
+    _mm_storeu_si128(o + 2, _mm_unpacklo_epi64(t2, t3));
+    _mm_storeu_si128(o + 3, _mm_unpackhi_epi64(t2, t3));
+  }
+#endif
+
   /// Word i of the stream.
   [[nodiscard]] std::uint32_t word(std::uint64_t i) const noexcept {
     std::uint32_t w[4];
@@ -144,6 +251,12 @@ struct philox_lanes {
   }
 };
 
+/// Stochastic rounding of bf16 moments draws 8 bits per rounding from the step's stream: word k
+/// serves elements 2k (bits 0-15) and 2k+1 (bits 16-31), moment 0 taking the low byte and moment
+/// 1 the high byte of each half, placed in the top byte of from_float_stochastic's random word.
+/// Rounding up then happens with the probability quantized to 1/256 (bias <= 2^-9 ulp), and one
+/// Philox evaluation serves 8 elements: 16 bits per rounding made Philox the bottleneck.
+///
 /// Raw pointers into one tensor's parameters and state for one step.
 struct tensor_refs {
   float* params = nullptr;
@@ -193,7 +306,8 @@ void run_contiguous(K const& k, tensor_refs const& r, float const* g, Sh* shadow
                     std::uint64_t target) {
   alignas(64) float mbuf[2][tile];
   alignas(64) float tmp[tile];
-  alignas(64) std::uint32_t words[tile + 8];
+  alignas(64) std::uint32_t words[tile / 2 + 8];
+  alignas(64) std::uint16_t rnd[tile];
   std::size_t const nm = k.moments;
   for (std::size_t o = 0; o < len; o += tile) {
     std::size_t const b = base + o, n = std::min(tile, len - o);
@@ -218,16 +332,17 @@ void run_contiguous(K const& k, tensor_refs const& r, float const* g, Sh* shadow
     if (g != nullptr) k.core(p, g + o, m, tmp, n);
     if constexpr (Bf16) {
       if (nm > 0) {
-        std::uint64_t const first = b >> 2;
-        std::size_t const blocks = ((b + n + 3) >> 2) - first;
-        r.rs.words(first, blocks, words);
-        std::uint32_t const* w = words + (b & 3);
+        // Half-word e of the stream (little-endian) holds element e's bits: copy them out.
+        std::uint64_t const first = b >> 3, last_block = (b + n - 1) >> 3;
+        r.rs.words(first, static_cast<std::size_t>(last_block - first + 1), words);
+        std::memcpy(rnd, reinterpret_cast<unsigned char const*>(words) + 2 * (b & 7), 2 * n);
         for (std::size_t j = 0; j < nm; ++j) {
           std::uint16_t* dst = r.mb[j] + b;
           float const* src = m[j];
-          unsigned const shift = j == 0 ? 0u : 16u;  // moment 0 rounds with the high half, 1 with the low
+          unsigned const shift = 24 - 8 * static_cast<unsigned>(j);
           SLUICE_OPTIM_SIMD
-          for (std::size_t i = 0; i < n; ++i) dst[i] = bf16_stochastic(src[i], w[i] << shift);
+          for (std::size_t i = 0; i < n; ++i)
+            dst[i] = bf16_stochastic(src[i], (static_cast<std::uint32_t>(rnd[i]) << shift) & 0xff000000u);
         }
       }
     }
@@ -268,8 +383,11 @@ void run_gather(K const& k, tensor_refs const& r, Index const* idx, float const*
     for (std::size_t i = 0; i < n; ++i) r.params[ix[i]] = pbuf[i];
     for (std::size_t j = 0; j < nm; ++j) {
       if constexpr (Bf16) {
-        unsigned const shift = j == 0 ? 0u : 16u;
-        for (std::size_t i = 0; i < n; ++i) r.mb[j][ix[i]] = bf16_stochastic(m[j][i], r.rs.word(ix[i]) << shift);
+        unsigned const shift = 24 - 8 * static_cast<unsigned>(j);
+        for (std::size_t i = 0; i < n; ++i) {
+          std::uint32_t const bits = r.rs.word(ix[i] >> 1) >> (16 * (ix[i] & 1));
+          r.mb[j][ix[i]] = bf16_stochastic(m[j][i], (bits << shift) & 0xff000000u);
+        }
       } else {
         for (std::size_t i = 0; i < n; ++i) r.mf[j][ix[i]] = m[j][i];
       }

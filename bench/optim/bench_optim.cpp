@@ -1,0 +1,205 @@
+// CPU optimizer throughput against the bandwidth reference with the same streams: dense Adam
+// (fp32 and bf16 states), SGD with momentum, sparse Adam (block and element indices), an in-cache
+// Adam for per-core compute, and torch::optim::Adam on the same data as the baseline.
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <span>
+#include <vector>
+
+#include <sluice/optim/all.hpp>
+
+#include "support/bench.hpp"
+
+#if defined(SLUICE_BENCH_HAVE_TORCH)
+#if defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wconversion"
+#pragma GCC diagnostic ignored "-Wshadow"
+#pragma GCC diagnostic ignored "-Wpedantic"
+#pragma GCC diagnostic ignored "-Wsign-conversion"
+#pragma GCC diagnostic ignored "-Wunused-parameter"
+#endif
+#include <torch/torch.h>
+#if defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
+#endif
+
+namespace {
+
+// 64-byte aligned float arrays, so that a 16-float block is one cache line in every array.
+struct aligned_floats {
+  struct free_deleter {
+    void operator()(float* p) const noexcept { std::free(p); }
+  };
+  std::unique_ptr<float[], free_deleter> data;
+  std::size_t n = 0;
+  explicit aligned_floats(std::size_t count, float fill = 0.0f)
+      : data(static_cast<float*>(std::aligned_alloc(64, (count * 4 + 63) / 64 * 64))), n(count) {
+    sluice::parallel_chunks(n, 1 << 16,
+                            [&](std::size_t b, std::size_t e, int) { std::fill(&data[b], &data[e], fill); });
+  }
+  std::span<float> span() const noexcept { return {data.get(), n}; }
+};
+
+aligned_floats random_gradient(std::size_t n) {
+  aligned_floats g(n);
+  sluice::parallel_chunks(n, 1 << 16, [&](std::size_t b, std::size_t e, int) {
+    std::mt19937 rng(static_cast<unsigned>(b));
+    std::normal_distribution<float> d(0.0f, 1e-2f);
+    for (std::size_t i = b; i < e; ++i) g.data[i] = d(rng);
+  });
+  return g;
+}
+
+template <class O>
+void dense(benchmark::State& state, O const& o, double read_bytes, double write_bytes) {
+  auto const n = static_cast<std::size_t>(state.range(0));
+  aligned_floats p(n, 0.5f);
+  auto const g = random_gradient(n);
+  sluice::optimizer_state<O> s(o, n);
+  o.step(s, p.span(), g.span());  // first touch of the state, outside the timing
+  for (auto _ : state) {
+    o.step(s, p.span(), g.span());
+    benchmark::ClobberMemory();
+  }
+  sluice::bench::report(state, n, read_bytes, write_bytes);
+}
+
+// Adam fp32: reads p, g, m, v (16 B), writes p, m, v (12 B) per element.
+void BM_adam_dense(benchmark::State& state) { dense(state, sluice::adam{}, 16, 12); }
+
+// Adam with bf16 moments (stochastic rounding): reads 4 + 4 + 2 + 2, writes 4 + 2 + 2.
+void BM_adam_bf16_states(benchmark::State& state) {
+  dense(state, sluice::adam{.state_type = sluice::element_type::bf16, .seed = 1}, 12, 8);
+}
+
+// SGD with momentum: reads p, g, b (12 B), writes p, b (8 B).
+void BM_sgd_momentum(benchmark::State& state) { dense(state, sluice::sgd{.lr = 0.01, .momentum = 0.9}, 12, 8); }
+
+// Two in-cache tensors of state.range(0) elements stepped together (step_all), repeated: compute
+// throughput per core, no memory bound.
+void BM_adam_incache(benchmark::State& state) {
+  auto const n = static_cast<std::size_t>(state.range(0));
+  sluice::adam const o{};
+  aligned_floats p0(n, 0.5f), p1(n, 0.25f);
+  auto const g0 = random_gradient(n), g1 = random_gradient(n);
+  sluice::optimizer_state<sluice::adam> s0(o, n, 0), s1(o, n, 1);
+  std::vector<sluice::tensor_step<sluice::adam>> items = {{&s0, p0.span(), g0.span()}, {&s1, p1.span(), g1.span()}};
+  sluice::step_all(o, items);
+  for (auto _ : state) {
+    sluice::step_all(o, items);
+    benchmark::ClobberMemory();
+  }
+  sluice::bench::report(state, 2 * n, 16, 12);
+  double const cores = std::min(2.0, static_cast<double>(sluice::max_threads()));
+  state.counters["Gelem_per_s_per_core"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * 2.0 * static_cast<double>(n) / cores / 1e9,
+                         benchmark::Counter::kIsRate);
+}
+
+// Seconds of the fastest of three dense fp32 Adam steps on the same tensor size.
+double dense_adam_seconds(std::size_t n) {
+  sluice::adam const o{};
+  aligned_floats p(n, 0.5f);
+  auto const g = random_gradient(n);
+  sluice::optimizer_state<sluice::adam> s(o, n);
+  double best = 1e30;
+  for (int r = 0; r < 4; ++r) {
+    auto const t0 = std::chrono::steady_clock::now();
+    o.step(s, p.span(), g.span());
+    double const sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (r > 0) best = std::min(best, sec);
+  }
+  return best;
+}
+
+// Sparse Adam at 1% density from block_top_k-style block indices (16 floats = one cache line).
+// frac_of_dense: time per sparse step over the time of a dense step of the same tensor.
+void BM_adam_sparse_block(benchmark::State& state) {
+  auto const n = static_cast<std::size_t>(state.range(0));
+  std::size_t const b = 16, blocks = n / b;
+  double const dense_s = dense_adam_seconds(n);
+  sluice::adam const o{};
+  aligned_floats p(n, 0.5f);
+  sluice::optimizer_state<sluice::adam> s(o, n);
+  std::vector<std::uint32_t> idx;
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (std::size_t j = 0; j < blocks; ++j)
+    if (u(rng) < 0.01) idx.push_back(static_cast<std::uint32_t>(j));
+  auto const vals = random_gradient(idx.size() * b);
+  sluice::sparse_view<float const> const g{idx, std::span<float const>(vals.data.get(), vals.n), n, b};
+  o.step(s, p.span(), g);
+  for (auto _ : state) {
+    o.step(s, p.span(), g);
+    benchmark::ClobberMemory();
+  }
+  // Touched: one line of p, m, v read and written per block, plus the gradient block and index.
+  double const per = static_cast<double>(b);
+  sluice::bench::report(state, idx.size() * b, (3 * 64 + 64 + 4) / per, 3 * 64 / per);
+  state.counters["frac_of_dense"] = benchmark::Counter(static_cast<double>(state.iterations()) * dense_s,
+                                                       benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["nnz_blocks"] = static_cast<double>(idx.size());
+}
+
+// Sparse Adam at 1% density from random element indices; bytes are the cache lines touched.
+void BM_adam_sparse_element(benchmark::State& state) {
+  auto const n = static_cast<std::size_t>(state.range(0));
+  double const dense_s = dense_adam_seconds(n);
+  sluice::adam const o{};
+  aligned_floats p(n, 0.5f);
+  sluice::optimizer_state<sluice::adam> s(o, n);
+  std::vector<std::uint32_t> idx;
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (std::size_t i = 0; i < n; ++i)
+    if (u(rng) < 0.01) idx.push_back(static_cast<std::uint32_t>(i));
+  std::size_t lines = 0;
+  for (std::size_t j = 0; j < idx.size(); ++j)
+    if (j == 0 || idx[j] / 16 != idx[j - 1] / 16) ++lines;
+  auto const vals = random_gradient(idx.size());
+  sluice::sparse_view<float const> const g{idx, std::span<float const>(vals.data.get(), vals.n), n, 1};
+  o.step(s, p.span(), g);
+  for (auto _ : state) {
+    o.step(s, p.span(), g);
+    benchmark::ClobberMemory();
+  }
+  double const nnz = static_cast<double>(idx.size()), l = static_cast<double>(lines);
+  sluice::bench::report(state, idx.size(), (3 * 64 * l + 8 * nnz) / nnz, 3 * 64 * l / nnz);
+  state.counters["frac_of_dense"] = benchmark::Counter(static_cast<double>(state.iterations()) * dense_s,
+                                                       benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+#if defined(SLUICE_BENCH_HAVE_TORCH)
+// torch::optim::Adam on the same data (from_blob), 2 intra-op threads.
+void BM_baseline_torch_adam(benchmark::State& state) {
+  at::set_num_threads(2);
+  auto const n = static_cast<std::size_t>(state.range(0));
+  aligned_floats p(n, 0.5f);
+  auto g = random_gradient(n);
+  auto const len = static_cast<long>(n);
+  auto tp = torch::from_blob(p.data.get(), {len}, torch::kFloat).set_requires_grad(true);
+  tp.mutable_grad() = torch::from_blob(g.data.get(), {len}, torch::kFloat);
+  torch::optim::Adam opt(std::vector<torch::Tensor>{tp}, torch::optim::AdamOptions(1e-3));
+  opt.step();
+  for (auto _ : state) {
+    opt.step();
+    benchmark::ClobberMemory();
+  }
+  sluice::bench::report(state, n, 16, 12);
+}
+BENCHMARK(BM_baseline_torch_adam)->Arg(1 << 26)->UseRealTime()->Unit(benchmark::kMillisecond);
+#endif
+
+}  // namespace
+
+BENCHMARK(BM_adam_dense)->Arg(1 << 26)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_adam_bf16_states)->Arg(1 << 26)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_sgd_momentum)->Arg(1 << 26)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_adam_incache)->Arg(1 << 16)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_adam_sparse_block)->Arg(1 << 26)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_adam_sparse_element)->Arg(1 << 26)->UseRealTime()->Unit(benchmark::kMillisecond);
