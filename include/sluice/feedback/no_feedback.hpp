@@ -27,7 +27,7 @@ struct no_feedback {
     C const c = s.warmup().apply(codec, ctx.step);
     feedback_detail::check_call(c, s, grad.size(), 0, out.size(), ctx, "no_feedback");
     if (non_finite != non_finite_policy::propagate) {
-      auto const at = feedback_detail::first_non_finite(grad.size(), [&](std::size_t i) { return to_float(grad[i]); });
+      auto const at = feedback_detail::first_non_finite_of(grad);
       if (at != feedback_detail::npos && feedback_detail::on_non_finite(non_finite, s, at, ctx.step, "no_feedback"))
         return 0;
     } else {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -88,10 +89,33 @@ std::size_t first_non_finite(std::size_t n, F&& f) {
   return npos;
 }
 
-/// Index of the first non-finite element of x, or npos (one parallel read pass).
+/// Index of the first non-finite element of x, or npos (one parallel read pass, vectorized: the
+/// hot loop ORs exponent-all-ones tests over raw pointers and locates the element only on a hit).
 template <Element T>
 std::size_t first_non_finite_of(std::span<T const> x) {
-  return first_non_finite(x.size(), [&](std::size_t i) { return to_float(x[i]); });
+  T const* const p = x.data();
+  std::atomic<bool> bad{false};
+  parallel_chunks(x.size(), grain, [&](std::size_t b, std::size_t e, int) {
+    std::uint32_t any = 0;
+    if constexpr (std::is_same_v<T, float>) {
+      for (std::size_t i = b; i < e; ++i) {
+        std::uint32_t const u = std::bit_cast<std::uint32_t>(p[i]);
+        any |= static_cast<std::uint32_t>((u & 0x7f800000u) == 0x7f800000u);
+      }
+    } else {
+      // half: exponent 0x7c00; bfloat16: 0x7f80 (16-bit patterns).
+      constexpr std::uint16_t mask = std::is_same_v<T, Eigen::half> ? 0x7c00u : 0x7f80u;
+      for (std::size_t i = b; i < e; ++i) {
+        auto const u = Eigen::numext::bit_cast<std::uint16_t>(p[i]);
+        any |= static_cast<std::uint32_t>((u & mask) == mask);
+      }
+    }
+    if (any != 0) bad.store(true, std::memory_order_relaxed);
+  });
+  if (!bad.load()) return npos;
+  for (std::size_t i = 0; i < x.size(); ++i)
+    if (non_finite(to_float(p[i]))) return i;
+  return npos;
 }
 
 /// Calls f(i) for i in [0, n) in parallel chunks; f computes and stores one value and returns it.
