@@ -1,0 +1,247 @@
+// PowerSGD (Vogels et al., NeurIPS 2019): a rank-r approximation P Q^T of a matrix-shaped gradient
+// by one step of subspace iteration, warm-started from the previous step's Q, with P
+// orthogonalized. One frame carries P and Q; 1-D tensors (and matrices too small to gain) go dense.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <span>
+#include <vector>
+
+#include <fmt/format.h>
+#include <Eigen/Core>
+
+#include <sluice/compress/concepts.hpp>
+#include <sluice/compress/detail/common.hpp>
+#include <sluice/core/random.hpp>
+
+namespace sluice {
+
+/// Rank-r PowerSGD. The matrix is rows = shape[0] by cols = product of the rest of
+/// encode_context::shape, row-major. Per step: P = M Q, P orthonormalized (modified Gram-Schmidt),
+/// Q = M^T P; Q stays in the workspace for the next step's warm start (initially drawn from the
+/// shared stream of (seed, tensor), so every rank starts alike). Wire (flags 0): section 0 =
+/// {u64 rows, u64 cols, u32 rank, u32 0}, section 1 = P (rows x r, f32, row-major), section 2 =
+/// Q (cols x r). Decoded: P Q^T, the projection of M onto span(P), so ||M - P Q^T||_F <= ||M||_F and
+/// it is exact when rank(M) <= r after enough steps. Dense fallback (flags 1, section 0 = n values
+/// as T, exact) for empty or 1-D shapes and whenever the low-rank frame would not be smaller.
+struct power_sgd {
+  using codec_concept = codec_tag;
+
+  unsigned rank = 4;  ///< r, in [1, 1024]
+
+  friend bool operator==(power_sgd const&, power_sgd const&) = default;
+
+  using matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+  /// Per-tensor state (Q, checkpointable) and scratch.
+  template <Element T>
+  struct workspace {
+    matrix q{};     ///< cols x r warm start; empty until the first low-rank step
+    matrix p{};     ///< rows x r scratch
+    matrix m{};     ///< fp32 copy of the tensor for 16-bit T
+    matrix q_in{};  ///< the sender's Q while decoding
+    std::vector<float> dense{};
+
+    /// Bytes save() writes.
+    [[nodiscard]] std::size_t state_bytes() const noexcept {
+      return 16 + static_cast<std::size_t>(q.size()) * sizeof(float);
+    }
+    /// Writes {u64 rows of Q, u64 cols of Q, Q as f32}; errc::size_mismatch if `out` is short.
+    void save(std::span<std::byte> out) const {
+      require(out.size() >= state_bytes(), errc::size_mismatch, "power_sgd: state needs {} bytes, got {}",
+              state_bytes(), out.size());
+      std::uint64_t const dims[2] = {static_cast<std::uint64_t>(q.rows()), static_cast<std::uint64_t>(q.cols())};
+      std::memcpy(out.data(), dims, 16);
+      if (q.size() != 0) std::memcpy(out.data() + 16, q.data(), static_cast<std::size_t>(q.size()) * sizeof(float));
+    }
+    /// Restores what save() wrote, bit-exactly; errc::invalid_argument on inconsistent bytes.
+    void restore(std::span<std::byte const> in) {
+      require(in.size() >= 16, errc::invalid_argument, "power_sgd: state of {} bytes is truncated", in.size());
+      std::uint64_t dims[2];
+      std::memcpy(dims, in.data(), 16);
+      require(dims[1] <= 1024 && (dims[1] == 0 || dims[0] <= (in.size() - 16) / sizeof(float) / dims[1]) &&
+                  in.size() == 16 + dims[0] * dims[1] * sizeof(float),
+              errc::invalid_argument, "power_sgd: state of {} bytes does not hold a {} x {} matrix", in.size(), dims[0],
+              dims[1]);
+      q.resize(static_cast<Eigen::Index>(dims[0]), static_cast<Eigen::Index>(dims[1]));
+      if (q.size() != 0) std::memcpy(q.data(), in.data() + 16, static_cast<std::size_t>(q.size()) * sizeof(float));
+    }
+  };
+
+  /// Rows and columns for n elements of shape `shape` (rows = 0 when the tensor is not a matrix).
+  static std::pair<std::size_t, std::size_t> matrix_shape(std::size_t n, std::span<std::size_t const> shape) {
+    if (shape.size() < 2 || n == 0) return {0, 0};
+    std::size_t cols = 1;
+    for (std::size_t i = 1; i < shape.size(); ++i) {
+      if (shape[i] == 0 || cols > std::numeric_limits<std::size_t>::max() / shape[i]) return {0, 0};
+      cols *= shape[i];
+    }
+    if (shape[0] == 0 || shape[0] > std::numeric_limits<std::size_t>::max() / cols || shape[0] * cols != n)
+      return {0, 0};
+    return {shape[0], cols};
+  }
+
+  /// Frame bytes of the low-rank form for a rows x cols matrix.
+  [[nodiscard]] std::size_t low_rank_bytes(std::size_t rows, std::size_t cols) const noexcept {
+    return wire::frame_bytes({24, rows * rank * 4, cols * rank * 4});
+  }
+
+  /// Whether a tensor of n elements of T and this shape is sent low-rank.
+  template <Element T>
+  [[nodiscard]] bool uses_low_rank(std::size_t n, std::span<std::size_t const> shape) const {
+    auto const [rows, cols] = matrix_shape(n, shape);
+    return rows != 0 && rank < std::min(rows, cols) && low_rank_bytes(rows, cols) < wire::frame_bytes({n * sizeof(T)});
+  }
+
+  /// Exact bound on the frame size for n elements of T whatever the shape (the default, float,
+  /// bounds every T): the low-rank form is used only when smaller than the dense one.
+  template <Element T = float>
+  [[nodiscard]] std::size_t max_encoded_bytes(std::size_t n) const noexcept {
+    return wire::frame_bytes({n * sizeof(T)});
+  }
+
+  /// Throws errc::invalid_argument for a rank outside [1, 1024].
+  void validate() const {
+    require(rank >= 1 && rank <= 1024, errc::invalid_argument, "power_sgd: rank {} is outside [1, 1024]", rank);
+  }
+
+  /// Encodes `in` into `out` (at least max_encoded_bytes<T>(in.size()) bytes); returns bytes written.
+  template <Element T>
+  std::size_t encode(std::span<T const> in, encode_context const& ctx, workspace<T>& ws,
+                     std::span<std::byte> out) const {
+    validate();
+    std::size_t const n = in.size();
+    compress_detail::check_out(out.size(), max_encoded_bytes<T>(n), "power_sgd");
+    if (!uses_low_rank<T>(n, ctx.shape)) {
+      wire::writer w(out, compress_detail::make_header<T>(wire::codec_id::power_sgd, ctx, n, 1));
+      w.write(std::as_bytes(in));
+      return w.finish();
+    }
+    auto const [rows, cols] = matrix_shape(n, ctx.shape);
+    auto const r = static_cast<Eigen::Index>(rank), er = static_cast<Eigen::Index>(rows),
+               ec = static_cast<Eigen::Index>(cols);
+    using cmap = Eigen::Map<matrix const>;
+    float const* src;
+    if constexpr (std::is_same_v<T, float>) {
+      src = in.data();
+    } else {
+      ws.m.resize(er, ec);
+      for (std::size_t i = 0; i < n; ++i) ws.m.data()[i] = to_float(in[i]);
+      src = ws.m.data();
+    }
+    cmap const m(src, er, ec);
+    if (ws.q.rows() != ec || ws.q.cols() != r) {
+      // Shared start: every rank draws the same Q from (seed, tensor), uniform in [-1, 1).
+      random_stream const stream(
+          stream_key{ctx.seed, stream_key::shared_rank, 0, static_cast<std::uint32_t>(ctx.tensor)});
+      ws.q.resize(ec, r);
+      for (Eigen::Index i = 0; i < ws.q.size(); ++i)
+        ws.q.data()[i] = 2.0f * stream.uniform(static_cast<std::uint64_t>(i)) - 1.0f;
+    }
+    ws.p.resize(er, r);
+    ws.p.noalias() = m * ws.q;
+    orthonormalize(ws.p);
+    ws.q.noalias() = m.transpose() * ws.p;
+    wire::writer w(out, compress_detail::make_header<T>(wire::codec_id::power_sgd, ctx, n, 0));
+    std::uint64_t const params[3] = {rows, cols, rank};
+    w.write(std::as_bytes(std::span(params)));
+    w.write(std::as_bytes(std::span<float const>(ws.p.data(), rows * rank)));
+    w.write(std::as_bytes(std::span<float const>(ws.q.data(), cols * rank)));
+    if (!ws.q.allFinite()) ws.q.resize(0, 0);  // a non-finite step is sent, never kept as warm start
+    return w.finish();
+  }
+
+  template <Element T>
+  void decode(std::span<std::byte const> msg, encode_context const&, workspace<T>& ws, std::span<T> dense) const {
+    apply(msg, ws, dense, false);
+  }
+
+  template <Element T>
+  void decode_add(std::span<std::byte const> msg, encode_context const&, workspace<T>& ws, std::span<T> dense) const {
+    apply(msg, ws, dense, true);
+  }
+
+  /// Modified Gram-Schmidt on the columns of p, each projection removed twice ("twice is
+  /// enough", Giraud et al. 2005); a column with (relatively) nothing left becomes zero, so a
+  /// rank-deficient M never yields a non-orthogonal P. Non-finite columns become NaN.
+  static void orthonormalize(matrix& p) {
+    for (Eigen::Index c = 0; c < p.cols(); ++c) {
+      float const before = p.col(c).norm();
+      for (int pass = 0; pass < 2; ++pass)
+        for (Eigen::Index prev = 0; prev < c; ++prev) p.col(c) -= p.col(prev).dot(p.col(c)) * p.col(prev);
+      float const norm = p.col(c).norm();
+      if (!std::isfinite(norm) || !std::isfinite(before))
+        p.col(c).setConstant(std::numeric_limits<float>::quiet_NaN());
+      else if (norm <= 1e-5f * before || norm <= 1e-30f)
+        p.col(c).setZero();
+      else
+        p.col(c) /= norm;
+    }
+  }
+
+ private:
+  template <Element T>
+  void apply(std::span<std::byte const> msg, workspace<T>& ws, std::span<T> dense, bool add) const {
+    validate();
+    std::size_t const n = dense.size();
+    wire::frame const f =
+        wire::parse(msg, {.codec = wire::codec_id::power_sgd, .element = element_type_of<T>, .extent = n});
+    if (f.head.flags == 1) {
+      require(f.section_count == 1 && f.sections[0].size() == n * sizeof(T), errc::malformed_message,
+              "power_sgd: dense frame does not hold {} values", n);
+      for (std::size_t i = 0; i < n; ++i) {
+        T v;
+        std::memcpy(&v, f.sections[0].data() + i * sizeof(T), sizeof(T));
+        dense[i] = add ? from_float<T>(to_float(dense[i]) + to_float(v)) : v;
+      }
+      return;
+    }
+    require(f.head.flags == 0 && f.section_count == 3 && f.sections[0].size() == 24, errc::malformed_message,
+            "power_sgd: unknown frame layout (flags {}, {} sections)", f.head.flags, f.section_count);
+    std::uint64_t params[3];
+    std::memcpy(params, f.sections[0].data(), 24);
+    std::size_t const dims[2] = {static_cast<std::size_t>(params[0]), static_cast<std::size_t>(params[1])};
+    auto const [rows, cols] = matrix_shape(n, std::span<std::size_t const>(dims, 2));
+    std::uint64_t const r = params[2];
+    require(rows != 0 && r >= 1 && r <= 1024 && f.sections[1].size() / 4 / r == rows &&
+                f.sections[1].size() == rows * r * 4 && f.sections[2].size() == cols * r * 4,
+            errc::malformed_message, "power_sgd: factors do not match a {} x {} matrix of rank {}", params[0],
+            params[1], r);
+    auto const er = static_cast<Eigen::Index>(rows), ec = static_cast<Eigen::Index>(cols),
+               erank = static_cast<Eigen::Index>(r);
+    ws.p.resize(er, erank);
+    std::memcpy(ws.p.data(), f.sections[1].data(), f.sections[1].size());
+    ws.q_in.resize(ec, erank);  // ws.q, this rank's warm start, is left alone
+    std::memcpy(ws.q_in.data(), f.sections[2].data(), f.sections[2].size());
+    if constexpr (std::is_same_v<T, float>) {
+      Eigen::Map<matrix> d(dense.data(), er, ec);
+      if (add)
+        d.noalias() += ws.p * ws.q_in.transpose();
+      else
+        d.noalias() = ws.p * ws.q_in.transpose();
+    } else {
+      compress_detail::grow(ws.dense, n);
+      Eigen::Map<matrix> d(ws.dense.data(), er, ec);
+      d.noalias() = ws.p * ws.q_in.transpose();
+      for (std::size_t i = 0; i < n; ++i)
+        dense[i] = add ? from_float<T>(to_float(dense[i]) + ws.dense[i]) : from_float<T>(ws.dense[i]);
+    }
+  }
+};
+
+static_assert(Codec<power_sgd, float> && Codec<power_sgd, Eigen::half> && Codec<power_sgd, Eigen::bfloat16>);
+
+}  // namespace sluice
+
+template <>
+struct fmt::formatter<sluice::power_sgd> : sluice::compress_detail::policy_formatter {
+  template <class FormatContext>
+  auto format(sluice::power_sgd const& c, FormatContext& ctx) const {
+    return fmt::format_to(ctx.out(), "power_sgd{{.rank = {}}}", c.rank);
+  }
+};
