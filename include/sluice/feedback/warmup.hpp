@@ -20,10 +20,10 @@ enum class ramp_shape : std::uint8_t {
   linear = 1,       ///< arithmetic interpolation (a bits ramp 8 -> 4)
 };
 
-/// A codec's strength: the one number warm-up moves. `ratio` for the top-k family and random-k
-/// (fraction kept), `bits` for quantizers; a codec may instead define `double strength() const`
-/// and `C with_strength(double) const`. Codecs with none of these have no strength and are
-/// never ramped.
+/// A codec's strength: the one number warm-up moves, found in this order: a codec's own
+/// `double strength() const` + `C with_strength(double) const`; `ratio` (top-k family, random-k:
+/// fraction kept); `bits` (max-min quantizer); `levels` (QSGD); `rank` (PowerSGD). Codecs with
+/// none of these (identity, cast, sign) have no strength and are never ramped.
 template <class C>
 struct strength_traits {
   static constexpr bool custom = requires(C const& c, double s) {
@@ -32,12 +32,24 @@ struct strength_traits {
   };
   static constexpr bool has_ratio = requires(C c) { requires std::is_floating_point_v<decltype(c.ratio)>; };
   static constexpr bool has_bits = requires(C c) { requires std::is_integral_v<decltype(c.bits)>; };
+  static constexpr bool has_levels = requires(C c) { requires std::is_integral_v<decltype(c.levels)>; };
+  static constexpr bool has_rank = requires(C c) { requires std::is_integral_v<decltype(c.rank)>; };
   /// Whether the codec has a strength at all.
-  static constexpr bool has_strength = custom || has_ratio || has_bits;
-  /// Strength values are rounded to integers (bits).
-  static constexpr bool integral = !custom && !has_ratio && has_bits;
-  /// Where a schedule with start == 0 begins: DGC's 25% density, or 8 bits.
-  static constexpr double warm_start = has_ratio || custom ? 0.25 : 8.0;
+  static constexpr bool has_strength = custom || has_ratio || has_bits || has_levels || has_rank;
+  /// Strength values are rounded to integers (bits, levels, rank).
+  static constexpr bool integral = !custom && !has_ratio && (has_bits || has_levels || has_rank);
+  /// Where a schedule with start == 0 begins for a codec of strength `target`: DGC's 25% density,
+  /// 8 bits, 127 QSGD levels, or 4x the PowerSGD rank.
+  static constexpr double warm_start(double target) noexcept {
+    if constexpr (custom || has_ratio)
+      return 0.25;
+    else if constexpr (has_bits)
+      return 8.0;
+    else if constexpr (has_levels)
+      return 127.0;
+    else
+      return 4.0 * target;
+  }
 };
 
 /// The codec's strength (its ratio or bits), or 0 for a codec without one.
@@ -50,6 +62,10 @@ double strength_of(C const& c) {
     return static_cast<double>(c.ratio);
   else if constexpr (tr::has_bits)
     return static_cast<double>(c.bits);
+  else if constexpr (tr::has_levels)
+    return static_cast<double>(c.levels);
+  else if constexpr (tr::has_rank)
+    return static_cast<double>(c.rank);
   else
     return 0.0;
 }
@@ -68,6 +84,14 @@ C with_strength(C const& c, double s) {
   } else if constexpr (tr::has_bits) {
     C r = c;
     r.bits = static_cast<decltype(r.bits)>(std::lround(s));
+    return r;
+  } else if constexpr (tr::has_levels) {
+    C r = c;
+    r.levels = static_cast<decltype(r.levels)>(std::lround(s));
+    return r;
+  } else if constexpr (tr::has_rank) {
+    C r = c;
+    r.rank = static_cast<decltype(r.rank)>(std::lround(s));
     return r;
   } else {
     (void)s;
@@ -108,7 +132,7 @@ struct warmup {
       return c;
     } else {
       if (steps == 0 || step >= steps) return c;
-      double const from = start > 0 ? start : tr::warm_start;
+      double const from = start > 0 ? start : tr::warm_start(strength_of(c));
       return with_strength(c, strength(step, strength_of(c), from));
     }
   }
