@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include <sluice/bucket/plan.hpp>
 #include <sluice/compress/block_top_k.hpp>
 #include <sluice/compress/top_k.hpp>
 #include <sluice/feedback/residual.hpp>
@@ -59,6 +60,54 @@ void bm_residual(benchmark::State& state, C codec, bool fuse, sluice::non_finite
   sluice::bench::report(state, n, 8, 4 + message_bytes);
 }
 
+// The codec alone on the same data (no feedback): reads 4 B per element, writes the message.
+template <class C>
+void bm_codec_alone(benchmark::State& state, C codec, double message_bytes) {
+  auto const n = static_cast<std::size_t>(state.range(0));
+  auto const& g = gradient(n);
+  sluice::codec_workspace<C, float> ws;
+  std::vector<std::byte> out(codec.max_encoded_bytes(n));
+  std::size_t bytes = codec.encode(std::span<float const>(g), {}, ws, std::span(out));
+  for (auto _ : state) {
+    bytes = codec.encode(std::span<float const>(g), {}, ws, std::span(out));
+    benchmark::DoNotOptimize(bytes);
+    benchmark::ClobberMemory();
+  }
+  sluice::bench::report(state, n, 4, message_bytes);
+}
+
+// The pipeline's pattern: one encode per cache-sized chunk (bucket_plan's default chunk size),
+// chunks spread over threads, one frame per chunk. The non-finite scan then reads g from cache.
+template <class C>
+void bm_residual_chunked(benchmark::State& state, C codec, sluice::non_finite_policy policy, double message_bytes) {
+  auto const n = static_cast<std::size_t>(state.range(0));
+  auto const& g = gradient(n);
+  sluice::residual const f{.non_finite = policy};
+  sluice::feedback_state s(f, std::vector<std::size_t>{n});
+  std::size_t const chunk = sluice::bucket_plan::default_chunk_bytes() / 4 / 1024 * 1024;
+  std::size_t const chunks = (n + chunk - 1) / chunk, frame = codec.max_encoded_bytes(chunk);
+  std::vector<std::byte> out(chunks * frame);
+  std::vector<sluice::feedback_workspace<C, float>> ws(static_cast<std::size_t>(sluice::max_threads()) + 1);
+  std::uint64_t step = 0;
+  auto once = [&] {
+    sluice::parallel_chunks(chunks, 1, [&](std::size_t cb, std::size_t ce, int w) {
+      for (std::size_t c = cb; c < ce; ++c) {
+        std::size_t const off = c * chunk, len = std::min(chunk, n - off);
+        f.encode(codec, s.slice(0, off, len), std::span<float const>(g).subspan(off, len), {.step = step, .tensor = c},
+                 ws[static_cast<std::size_t>(w)], std::span(out).subspan(c * frame, frame));
+      }
+    });
+    ++step;
+  };
+  once();
+  for (auto _ : state) {
+    once();
+    benchmark::ClobberMemory();
+  }
+  state.counters["chunk_elements"] = static_cast<double>(chunk);
+  sluice::bench::report(state, n, 8, 4 + message_bytes);
+}
+
 using sluice::non_finite_policy;
 constexpr auto propagate = non_finite_policy::propagate;
 constexpr auto throw_error = non_finite_policy::throw_error;
@@ -86,7 +135,15 @@ BENCHMARK_CAPTURE(bm_residual, top_k_unfused, sluice::top_k{.ratio = 0.01}, fals
     ->Arg(1 << 26)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(bm_codec_alone, block_top_k, sluice::block_top_k{.ratio = 0.01}, 0.04)
+    ->Arg(1 << 26)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 #ifdef SLUICE_BENCH_HAVE_MAXMIN
+BENCHMARK_CAPTURE(bm_codec_alone, maxmin4, sluice::maxmin_quantize{.bits = 4}, 0.5)
+    ->Arg(1 << 26)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 // maxmin_quantize 4-bit, bucket 1024: message 0.5 B/element (+ 8 B per bucket).
 BENCHMARK_CAPTURE(bm_residual, maxmin4_fused, sluice::maxmin_quantize{.bits = 4}, true, propagate, 0.5)
     ->Arg(1 << 26)
@@ -97,6 +154,10 @@ BENCHMARK_CAPTURE(bm_residual, maxmin4_unfused, sluice::maxmin_quantize{.bits = 
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(bm_residual, maxmin4_fused_checked, sluice::maxmin_quantize{.bits = 4}, true, throw_error, 0.5)
+    ->Arg(1 << 26)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(bm_residual_chunked, maxmin4_fused_checked, sluice::maxmin_quantize{.bits = 4}, throw_error, 0.5)
     ->Arg(1 << 26)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
