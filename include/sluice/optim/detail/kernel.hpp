@@ -298,6 +298,23 @@ inline void write_shadow(Sh* SLUICE_RESTRICT out, float const* SLUICE_RESTRICT p
   }
 }
 
+/// Prefetches element i of the parameters, moments and counters.
+template <bool Bf16>
+inline void prefetch_element(tensor_refs const& r, std::size_t nm, std::size_t i) noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+  __builtin_prefetch(r.params + i, 1, 3);
+  for (std::size_t j = 0; j < nm; ++j) {
+    if constexpr (Bf16)
+      __builtin_prefetch(r.mb[j] + i, 1, 3);
+    else
+      __builtin_prefetch(r.mf[j] + i, 1, 3);
+  }
+  if (r.last != nullptr) __builtin_prefetch(r.last + i, 1, 3);
+#else
+  (void)r, (void)nm, (void)i;
+#endif
+}
+
 /// Processes elements [base, base + len) contiguously: moments (loaded to float when bf16),
 /// catch-up of skipped steps to `target`, the kernel's update with gradient g (nullptr: catch-up
 /// only), per-entry counters, stochastic-rounding stores and the shadow, one tile at a time.
@@ -364,7 +381,12 @@ void run_gather(K const& k, tensor_refs const& r, Index const* idx, float const*
   for (std::size_t o = 0; o < count; o += tile) {
     std::size_t const n = std::min(tile, count - o);
     Index const* ix = idx + o;
-    for (std::size_t i = 0; i < n; ++i) pbuf[i] = r.params[ix[i]];
+    // Random indices defeat the hardware prefetcher: ask for element i + ahead while loading i.
+    constexpr std::size_t ahead = 32;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (o + i + ahead < count) prefetch_element<Bf16>(r, nm, static_cast<std::size_t>(ix[i + ahead]));
+      pbuf[i] = r.params[ix[i]];
+    }
     float* m[2] = {nullptr, nullptr};
     for (std::size_t j = 0; j < nm; ++j) {
       if constexpr (Bf16)
@@ -397,6 +419,73 @@ void run_gather(K const& k, tensor_refs const& r, Index const* idx, float const*
   }
 }
 
+/// Small blocks (block_size <= tile / 2): copies a group of blocks into one tile, runs the tile
+/// kernel once and copies back, like the element path. Issuing the loads of a whole group back to
+/// back keeps many cache misses in flight, where one block at a time serialized them. The
+/// arithmetic is elementwise, so results equal the element path and the dense step bit for bit.
+template <class K, bool Bf16, class Sh, class Index>
+void run_blocks(K const& k, tensor_refs const& r, sparse_view<float const, Index> s, std::size_t jb, std::size_t je,
+                Sh* shadow, std::uint64_t target) {
+  alignas(64) float pbuf[tile];
+  alignas(64) float mbuf[2][tile];
+  alignas(64) float tmp[tile];
+  alignas(64) std::uint32_t lbuf[tile];
+  alignas(64) std::uint32_t words[tile / 2 + 8];
+  alignas(64) std::uint16_t rnd[tile];
+  std::size_t const nm = k.moments, b = s.block_size, group = tile / b;
+  float* m[2] = {mbuf[0], mbuf[1]};
+  for (std::size_t j0 = jb; j0 < je; j0 += group) {
+    std::size_t const j1 = std::min(je, j0 + group), count = (j1 - j0) * b;
+    // Prefetch the next group while this one loads.
+    for (std::size_t j = j1; j < std::min(je, j1 + group); ++j) {
+      std::size_t const base = static_cast<std::size_t>(s.indices[j]) * b;
+      prefetch_element<Bf16>(r, nm, base);
+    }
+    for (std::size_t j = j0; j < j1; ++j) {
+      std::size_t const base = static_cast<std::size_t>(s.indices[j]) * b, off = (j - j0) * b;
+      std::size_t const len = std::min(b, r.n - base);
+      std::memcpy(pbuf + off, r.params + base, len * 4);
+      for (std::size_t jj = 0; jj < nm; ++jj) {
+        if constexpr (Bf16)
+          for (std::size_t i = 0; i < len; ++i) mbuf[jj][off + i] = bf16_to_float(r.mb[jj][base + i]);
+        else
+          std::memcpy(mbuf[jj] + off, r.mf[jj] + base, len * 4);
+      }
+      if (r.last != nullptr) std::memcpy(lbuf + off, r.last + base, len * 4);
+      for (std::size_t i = len; i < b; ++i) {  // padding of a partial last block: computed, never stored
+        pbuf[off + i] = 0;
+        mbuf[0][off + i] = mbuf[1][off + i] = 0;
+        lbuf[off + i] = static_cast<std::uint32_t>(target);
+      }
+    }
+    if (r.last != nullptr) k.catch_up(pbuf, m, lbuf, count, target);
+    k.core(pbuf, s.values.data() + j0 * b, m, tmp, count);
+    auto const now = static_cast<std::uint32_t>(target + 1);
+    for (std::size_t j = j0; j < j1; ++j) {
+      std::size_t const base = static_cast<std::size_t>(s.indices[j]) * b, off = (j - j0) * b;
+      std::size_t const len = std::min(b, r.n - base);
+      std::memcpy(r.params + base, pbuf + off, len * 4);
+      if constexpr (Bf16) {
+        if (nm > 0) {
+          std::uint64_t const first = base >> 3, last_block = (base + len - 1) >> 3;
+          r.rs.words(first, static_cast<std::size_t>(last_block - first + 1), words);
+          std::memcpy(rnd, reinterpret_cast<unsigned char const*>(words) + 2 * (base & 7), 2 * len);
+          for (std::size_t jj = 0; jj < nm; ++jj) {
+            unsigned const shift = 24 - 8 * static_cast<unsigned>(jj);
+            for (std::size_t i = 0; i < len; ++i)
+              r.mb[jj][base + i] =
+                  bf16_stochastic(mbuf[jj][off + i], (static_cast<std::uint32_t>(rnd[i]) << shift) & 0xff000000u);
+          }
+        }
+      } else {
+        for (std::size_t jj = 0; jj < nm; ++jj) std::memcpy(r.mf[jj] + base, mbuf[jj] + off, len * 4);
+      }
+      if (r.last != nullptr) std::fill_n(r.last + base, len, now);
+      if constexpr (!std::is_same_v<Sh, no_shadow>) write_shadow(shadow + base, pbuf + off, len);
+    }
+  }
+}
+
 /// Elements per parallel chunk: enough that one chunk's streams fill a core's share of L2.
 inline std::size_t chunk_elements(std::size_t bytes_per_element) {
   std::size_t const l2 = cache_sizes().l2_per_core();
@@ -425,6 +514,10 @@ void run_sparse(K const& k, tensor_refs const& r, sparse_view<float const, Index
   std::size_t const nnz = s.nnz(), bsz = s.block_size;
   if (bsz > 1) {
     auto body = [&](std::size_t jb, std::size_t je, int) {
+      if (bsz <= tile / 2) {
+        run_blocks<K, Bf16, Sh, Index>(k, r, s, jb, je, shadow, target);
+        return;
+      }
       for (std::size_t j = jb; j < je; ++j) {
         std::size_t const base = static_cast<std::size_t>(s.indices[j]) * bsz;
         std::size_t const len = std::min(bsz, r.n - base);
