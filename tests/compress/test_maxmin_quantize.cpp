@@ -40,7 +40,7 @@ void check_bound(maxmin_quantize const& c, std::vector<T> const& x, std::vector<
     float const grid = 4 * std::numeric_limits<float>::epsilon() * std::max(std::abs(mn), std::abs(mx));
     for (std::size_t j = 0; j < len; ++j) {
       float const xv = static_cast<float>(x[first + j]), yv = static_cast<float>(y[first + j]);
-      double const bound = unit_factor * unit * (1 + 1e-4) + grid + narrowing<T>(yv);
+      double const bound = unit_factor * unit * (1 + 2e-4) + grid + narrowing<T>(yv);
       if (!(std::abs(xv - yv) <= bound)) FAIL("element " << first + j << ": |" << xv << " - " << yv << "| > " << bound);
     }
   }

@@ -54,7 +54,7 @@ struct select_workspace {
     std::uint32_t index;
     T value;
   };
-  std::vector<entry> above, cand;                        ///< per chunk: cap_above / cap_cand entries
+  std::vector<entry> above, cand;                        ///< per chunk: cap_above + 1 / cap_cand + 1 slots
   std::vector<std::size_t> n_above, n_cand, n_gt, n_eq;  ///< per chunk counts
   std::vector<std::size_t> quota, offset;                ///< per chunk ties taken / output offset
   std::vector<std::int32_t> sample, keys;                ///< sample keys; candidate keys
@@ -86,7 +86,7 @@ void for_chunks(std::size_t chunks, F&& f) {
 template <Element T>
 std::size_t plan_output(select_workspace<T>& ws, std::size_t chunks, top_k_threshold const& thr) {
   for_chunks(chunks, [&](std::size_t c) {
-    auto const* e = ws.cand.data() + c * ws.cap_cand;
+    auto const* e = ws.cand.data() + c * (ws.cap_cand + 1);
     std::size_t gt = 0, eq = 0;
     for (std::size_t j = 0; j < ws.n_cand[c]; ++j) {
       std::int64_t const key = magnitude_key(e[j].value);
@@ -112,8 +112,8 @@ template <Element T, class Index>
 void emit_entries(select_workspace<T>& ws, std::size_t chunks, top_k_threshold const& thr, std::span<Index> idx,
                   std::span<T> val) {
   for_chunks(chunks, [&](std::size_t c) {
-    auto const* a = ws.above.data() + c * ws.cap_above;
-    auto const* d = ws.cand.data() + c * ws.cap_cand;
+    auto const* a = ws.above.data() + c * (ws.cap_above + 1);
+    auto const* d = ws.cand.data() + c * (ws.cap_cand + 1);
     std::size_t const na = ws.n_above[c], nd = ws.n_cand[c];
     std::size_t ia = 0, id = 0, o = ws.offset[c], q = ws.quota[c];
     Index* SLUICE_RESTRICT io = idx.data();
@@ -157,14 +157,34 @@ top_k_threshold candidate_threshold(select_workspace<T>& ws, std::size_t chunks,
   grow(ws.keys, total);
   std::size_t o = 0;
   for (std::size_t c = 0; c < chunks; ++c) {
-    auto const* e = ws.cand.data() + c * ws.cap_cand;
+    auto const* e = ws.cand.data() + c * (ws.cap_cand + 1);
     for (std::size_t j = 0; j < ws.n_cand[c]; ++j) ws.keys[o++] = magnitude_key(e[j].value);
   }
   std::span<std::int32_t> keys(ws.keys.data(), total);
-  std::int32_t const t = key_at_rank(keys, need - 1);
-  // keys[0, need-1) are >= t after nth_element; count those strictly greater.
-  std::size_t gt = 0;
-  for (std::size_t j = 0; j + 1 < need; ++j) gt += keys[j] > t;
+  // One histogram pass over the (cache-resident) candidate keys narrows the threshold to one of
+  // 2048 key ranges; nth_element then runs on that range only.
+  auto const [kmin, kmax] = std::minmax_element(keys.begin(), keys.end());
+  std::uint32_t const base = static_cast<std::uint32_t>(*kmin);
+  std::uint32_t const span_bits = static_cast<std::uint32_t>(std::bit_width(static_cast<std::uint32_t>(*kmax) - base));
+  int const shift = span_bits > 11 ? static_cast<int>(span_bits - 11) : 0;
+  std::uint32_t hist[2048] = {};
+  for (std::int32_t key : keys) ++hist[(static_cast<std::uint32_t>(key) - base) >> shift];
+  std::size_t above = 0;
+  std::uint32_t bin = 2048;
+  while (bin > 0) {
+    --bin;
+    if (above + hist[bin] >= need) break;
+    above += hist[bin];
+  }
+  std::size_t in_bin = 0;
+  for (std::int32_t key : keys)
+    if (((static_cast<std::uint32_t>(key) - base) >> shift) == bin) keys[in_bin++] = key;
+  std::span<std::int32_t> range = keys.first(in_bin);
+  std::size_t const r = need - 1 - above;
+  std::int32_t const t = key_at_rank(range, r);
+  // range[0, r) are >= t after nth_element; everything in higher bins is > t.
+  std::size_t gt = above;
+  for (std::size_t j = 0; j < r; ++j) gt += range[j] > t;
   return {t, need - gt};
 }
 
@@ -201,25 +221,27 @@ void filter_band(std::span<T const> in, select_workspace<T>& ws, std::size_t chu
   std::size_t const n = in.size();
   for_chunks(chunks, [&](std::size_t c) {
     std::size_t const b = chunk_begin(c, chunks, n), e = chunk_begin(c + 1, chunks, n);
-    auto* SLUICE_RESTRICT a = ws.above.data() + c * ws.cap_above;
-    auto* SLUICE_RESTRICT d = ws.cand.data() + c * ws.cap_cand;
+    // Each chunk owns cap + 1 slots per list: the last one absorbs writes past the capacity, so
+    // the hit path is branch-free; counts keep running and reveal the overflow.
+    auto* SLUICE_RESTRICT a = ws.above.data() + c * (ws.cap_above + 1);
+    auto* SLUICE_RESTRICT d = ws.cand.data() + c * (ws.cap_cand + 1);
     std::size_t const ca = ws.cap_above, cc = ws.cap_cand;
     std::size_t na = 0, nd = 0;
     T const* SLUICE_RESTRICT x = in.data();
+    std::int32_t const lo_key = lo, hi_key = hi;
     auto one = [&](std::size_t i) {
       std::int32_t const key = magnitude_key(x[i]);
-      if (key > hi) {
-        if (na < ca) a[na] = {static_cast<std::uint32_t>(i), x[i]};
-        ++na;
-      } else if (key >= lo) {
-        if (nd < cc) d[nd] = {static_cast<std::uint32_t>(i), x[i]};
-        ++nd;
-      }
+      typename select_workspace<T>::entry const ent{static_cast<std::uint32_t>(i), x[i]};
+      bool const up = key > hi_key, in_band = !up && key >= lo_key;
+      a[std::min(na, ca)] = ent;
+      d[std::min(nd, cc)] = ent;
+      na += up;
+      nd += in_band;
     };
     std::size_t i = b;
     constexpr std::size_t group = 16;
     for (; i + group <= e; i += group) {
-      unsigned const m = group_mask<group>(x + i, lo);
+      unsigned const m = group_mask<group>(x + i, lo_key);
       for (unsigned bits = m; bits != 0; bits &= bits - 1) one(i + static_cast<std::size_t>(std::countr_zero(bits)));
     }
     for (; i < e; ++i) one(i);
@@ -349,8 +371,8 @@ top_k_threshold select_top_k(std::span<T const> in, std::size_t k, select_worksp
     std::size_t const chunk_len = n / chunks + 1;
     ws.cap_above = std::min(k, chunk_len);
     ws.cap_cand = std::min(expect_cand, chunk_len);
-    grow(ws.above, chunks * ws.cap_above);
-    grow(ws.cand, chunks * ws.cap_cand);
+    grow(ws.above, chunks * (ws.cap_above + 1));
+    grow(ws.cand, chunks * (ws.cap_cand + 1));
     filter_band(in, ws, chunks, lo, hi);
     std::size_t a = 0, d = 0;
     bool overflow = false;
