@@ -95,7 +95,26 @@ inline void maxmin_quantize_bucket(T const* SLUICE_RESTRICT x, std::size_t len, 
   if (mode == rounding::nearest && std::isfinite(inv)) {
     // Multiplying by the reciprocal moves a level by at most ~2^-22 * maxq units: the error bound
     // becomes unit * (1/2 + 2^-14) at worst; a subnormal unit (infinite reciprocal) divides.
-    for (std::size_t j = 0; j < len; ++j) {
+    std::size_t j = 0;
+#if defined(__SSE2__)
+    if constexpr (std::is_same_v<T, float>) {
+      // SSE2 lacks an unsigned 32->16 pack, so GCC narrows with long shuffle chains; the signed
+      // packs are exact here because levels lie in [0, 255].
+      __m128 const vmin = _mm_set1_ps(r.min), vinv = _mm_set1_ps(inv), half = _mm_set1_ps(0.5f),
+                   zero = _mm_setzero_ps(), top = _mm_set1_ps(maxq);
+      auto level = [&](std::size_t o) {
+        __m128 v = _mm_add_ps(_mm_mul_ps(_mm_sub_ps(_mm_loadu_ps(x + o), vmin), vinv), half);
+        v = _mm_min_ps(_mm_max_ps(v, zero), top);  // maxps(NaN, 0) gives 0
+        return _mm_cvttps_epi32(v);
+      };
+      for (; j + 16 <= len; j += 16) {
+        __m128i const a = _mm_packs_epi32(level(j), level(j + 4));
+        __m128i const b = _mm_packs_epi32(level(j + 8), level(j + 12));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + j), _mm_packus_epi16(a, b));
+      }
+    }
+#endif
+    for (; j < len; ++j) {
       float v = (to_float(x[j]) - r.min) * inv + 0.5f;
       v = v > 0.0f ? v : 0.0f;
       v = v < maxq ? v : maxq;
