@@ -51,6 +51,9 @@ netns_up() {
     local ns="${p}r${r}" a="${p}r${r}a" b="${p}r${r}b"
     ip netns add "$ns"
     ip -n "$ns" link set lo up
+    # Long-lived connections keep their congestion window between collective calls, as tuned
+    # training clusters do (the default restarts slow start after every idle gap).
+    ip netns exec "$ns" sysctl -qw net.ipv4.tcp_slow_start_after_idle=0
     ip link add "$a" type veth peer name "$b"
     ip link set "$a" netns "$ns"
     ip link set "$b" netns "${p}br"
@@ -59,8 +62,8 @@ netns_up() {
     ip -n "${p}br" link set "$b" master br0
     ip -n "${p}br" link set "$b" up
     # Upload (rank -> bridge) and download (bridge -> rank) both shaped.
-    ip netns exec "$ns" tc qdisc add dev "$a" root tbf rate "$rate" burst "$burst" latency 100ms
-    ip netns exec "${p}br" tc qdisc add dev "$b" root tbf rate "$rate" burst "$burst" latency 100ms
+    ip netns exec "$ns" tc qdisc add dev "$a" root tbf rate "$rate" burst "$burst" latency "${NETNS_QUEUE:-25ms}"
+    ip netns exec "${p}br" tc qdisc add dev "$b" root tbf rate "$rate" burst "$burst" latency "${NETNS_QUEUE:-25ms}"
   done
 }
 

@@ -117,8 +117,33 @@ void BM_scatter_reduce_allgather_maxmin4(benchmark::State& state) {
   });
 }
 
+// The transport alone: every rank sends one top_k-1%-sized message (840 KB) to every peer and receives
+// theirs, no framing, no codec. Separates what the engine reaches on the link from collective compute.
+void BM_transport_exchange(benchmark::State& state) {
+  on_network(state, [&](auto& t) {
+    std::size_t const bytes = static_cast<std::size_t>(state.range(0));
+    std::vector<std::byte> msg(bytes, std::byte{1}), buf;
+    bench::run_net(state, t, [&] {
+      using request = typename std::remove_reference_t<decltype(t)>::request;
+      std::vector<request> reqs;
+      int const n = t.size(), r = t.rank();
+      for (int k = 1; k < n; ++k) reqs.push_back(t.send((r + k) % n, message_tag{7}, msg));
+      for (int k = 1; k < n; ++k)
+        (void)t.recv((r - k + n) % n, message_tag{7}, buf, deadline::after(std::chrono::seconds(300)));
+      for (auto& q : reqs) q.wait(deadline::after(std::chrono::seconds(300)));
+      return bytes * static_cast<std::size_t>(n - 1);
+    });
+  });
+}
+
 }  // namespace
 
+BENCHMARK(BM_transport_exchange)
+    ->Arg(840'000)
+    ->Arg(4'200'000)
+    ->Iterations(5)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ring_allreduce)->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_sparse_allgather_top_k)->Iterations(5)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_sparse_allgather_top_k_exchange)->Iterations(5)->UseManualTime()->Unit(benchmark::kMillisecond);

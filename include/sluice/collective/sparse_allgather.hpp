@@ -1,4 +1,4 @@
-// Sparse allgather: every rank's encoded message travels the ring unchanged, then every rank
+// Sparse allgather: every rank's encoded message reaches every rank unchanged, then every rank
 // aggregates all N messages in rank order (StellaTrain's inter-cluster exchange), so replicas agree
 // bit for bit. Sparse results come from a sorted k-way merge-sum, or a dense accumulator when dense enough.
 #pragma once
@@ -42,30 +42,36 @@ struct allgather_workspace {
 
 namespace detail {
 
-/// Ring allgather of variable-size messages: after N-1 steps ws.messages[j] holds rank j's bytes.
+/// Allgather of variable-size messages: this rank's message goes to every peer at once (no
+/// store-and-forward, so a slow hop delays only its own message) and peers' messages are received
+/// in rank order; after it ws.messages[j] holds rank j's bytes. Each rank sends and receives
+/// (N-1) messages, the volume of a ring allgather.
 template <Transport T, class C>
-void ring_allgather_messages(T& t, allgather_workspace<C>& ws, collective_context const& ctx, deadline d,
-                             std::size_t extent, wire::codec_id codec_check, bool check_codec, char const* what) {
+void exchange_messages(T& t, allgather_workspace<C>& ws, collective_context const& ctx, deadline d, std::size_t extent,
+                       char const* what) {
   int const world = t.size(), r = t.rank();
-  int const right = (r + 1) % world, left = (r - 1 + world) % world;
-  wire::expectation expect{.codec = {}, .element = {}, .tensor = ctx.tensor, .step = ctx.step, .extent = extent};
-  if (check_codec) expect.codec = codec_check;
+  auto const ur = static_cast<std::size_t>(r);
+  wire::expectation const expect{.tensor = ctx.tensor, .step = ctx.step, .extent = extent};
   ws.sent_bytes = ws.received_bytes = 0;
-  for (int s = 0; s + 1 < world; ++s) {
-    auto const out = static_cast<std::size_t>((r - s + world) % world);
-    auto const in = static_cast<std::size_t>((r - s - 1 + world) % world);
-    auto req = start_send(t, right, ctx.tag, ws.messages[out], what, ctx);
-    (void)recv_checked(t, left, ctx.tag, ws.messages[in], d, expect, what, ctx);
-    ws.sent_bytes += ws.messages[out].size();
-    ws.received_bytes += ws.messages[in].size();
-    wait_send(t, req, right, d, what, ctx);
+  std::vector<typename T::request> reqs;
+  reqs.reserve(static_cast<std::size_t>(world));
+  for (int k = 1; k < world; ++k) {  // start with the right neighbour, as a ring would
+    int const p = (r + k) % world;
+    reqs.push_back(start_send(t, p, ctx.tag, ws.messages[ur], what, ctx));
+    ws.sent_bytes += ws.messages[ur].size();
   }
+  for (int k = 1; k < world; ++k) {
+    int const p = (r - k + world) % world;
+    (void)recv_checked(t, p, ctx.tag, ws.messages[static_cast<std::size_t>(p)], d, expect, what, ctx);
+    ws.received_bytes += ws.messages[static_cast<std::size_t>(p)].size();
+  }
+  for (std::size_t i = 0; i < reqs.size(); ++i)
+    wait_send(t, reqs[i], (r + static_cast<int>(i) + 1) % world, d, what, ctx);
 }
 
 }  // namespace detail
 
-/// Bytes one rank sends in a sparse allgather where rank j's message has m_j bytes: the sum of
-/// every message but its right neighbour's, i.e. (N-1) * m for equal messages.
+/// Bytes one rank sends in a sparse allgather when its message has `message_bytes`: (N-1) copies.
 constexpr std::size_t sparse_allgather_bytes(std::size_t message_bytes, int world) noexcept {
   return world <= 1 ? 0 : static_cast<std::size_t>(world - 1) * message_bytes;
 }
@@ -77,7 +83,7 @@ void allgather_sum_dense(T& t, C const& codec, std::span<float> out, collective_
                          allgather_workspace<C>& ws, deadline d) {
   char const* const what = "sparse_allgather";
   int const world = t.size(), r = t.rank();
-  if (world > 1) detail::ring_allgather_messages(t, ws, ctx, d, out.size(), {}, false, what);
+  if (world > 1) detail::exchange_messages(t, ws, ctx, d, out.size(), what);
   std::fill(out.begin(), out.end(), 0.0f);
   for (int j = 0; j < world; ++j) {
     try {
@@ -201,7 +207,7 @@ void sparse_allgather(T& t, C const& codec, std::span<float const> in, sparse_bu
   ws.messages.resize(w);
   ws.parts.resize(w);
   detail::encode_into(codec, in, detail::encode_ctx(ctx, r), ws.encode, ws.messages[static_cast<std::size_t>(r)]);
-  if (world > 1) detail::ring_allgather_messages(t, ws, ctx, d, in.size(), {}, false, what);
+  if (world > 1) detail::exchange_messages(t, ws, ctx, d, in.size(), what);
   std::size_t block = 0;
   for (std::size_t j = 0; j < w; ++j) {
     try {
