@@ -112,6 +112,10 @@ class feedback_state {
   /// The state a feedback policy `f` needs for tensors of these element counts (and names, used
   /// in error messages and checkpoints).
   template <class F>
+  requires requires {
+    F::state_kind;
+    F::state_buffers;
+  }
   feedback_state(F const& f, std::span<std::size_t const> extents, std::span<std::string const> names = {})
       : feedback_state(F::state_kind, F::state_buffers, precision_of(f), extents, names) {}
 
