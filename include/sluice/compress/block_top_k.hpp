@@ -160,7 +160,7 @@ struct block_top_k {
     w.write(std::as_bytes(std::span(params)));
     std::byte* const v = w.next().data();
     std::size_t const row = block * sizeof(T);
-    parallel_chunks(b, std::size_t{1} << 10, [&](std::size_t jb, std::size_t je, int) {
+    parallel_chunks(b, (std::size_t{1} << 18) / block + 1, [&](std::size_t jb, std::size_t je, int) {
       for (std::size_t j = jb; j < je; ++j) {
         std::size_t const first = static_cast<std::size_t>(ws.indices[j]) * block;
         std::size_t const len = std::min(block, n - first);

@@ -85,7 +85,8 @@ void for_chunks(std::size_t chunks, F&& f) {
 /// chunk order and computes each chunk's output offset. Returns the total selected.
 template <Element T>
 std::size_t plan_output(select_workspace<T>& ws, std::size_t chunks, top_k_threshold const& thr) {
-  for_chunks(chunks, [&](std::size_t c) {
+  // Serial: a few hundred thousand cached entries at most, cheaper than waking the thread pool.
+  for (std::size_t c = 0; c < chunks; ++c) {
     auto const* e = ws.cand.data() + c * (ws.cap_cand + 1);
     std::size_t gt = 0, eq = 0;
     for (std::size_t j = 0; j < ws.n_cand[c]; ++j) {
@@ -95,7 +96,7 @@ std::size_t plan_output(select_workspace<T>& ws, std::size_t chunks, top_k_thres
     }
     ws.n_gt[c] = gt;
     ws.n_eq[c] = eq;
-  });
+  }
   std::size_t ties = thr.ties, total = 0;
   for (std::size_t c = 0; c < chunks; ++c) {
     ws.quota[c] = std::min(ties, ws.n_eq[c]);
