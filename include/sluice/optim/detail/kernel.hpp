@@ -101,7 +101,8 @@ inline std::uint16_t bf16_stochastic(float x, std::uint32_t random) noexcept {
   std::int32_t const nan = (bits & ~0x7fffffff) | 0x7fc00000;
   std::int32_t const rounded =
       static_cast<std::int32_t>(static_cast<std::uint32_t>(bits) + (random >> 16));  // carries are correct
-  std::int32_t const r = mag > 0x7f800000 ? nan : (mag == 0x7f800000 ? bits : rounded);
+  // Inf needs no case of its own: adding fewer than 2^16 to 0x7f800000 leaves the top half alone.
+  std::int32_t const r = mag > 0x7f800000 ? nan : rounded;
   return static_cast<std::uint16_t>(static_cast<std::int16_t>(r >> 16));
 }
 
