@@ -21,6 +21,17 @@ SLUICE_CHILD_SCENARIO(all) {
   return 0;
 }
 
+// Tensors large enough for zero-copy sends (messages >= zmq_options::zero_copy_min_bytes).
+SLUICE_CHILD_SCENARIO(big) {
+  zmq_transport t;
+  std::uint64_t step = 100;
+  for (auto a : {test::algo::ring, test::algo::allgather_dense, test::algo::sra_dense, test::algo::reduce_scatter,
+                 test::algo::ps, test::algo::hierarchical})
+    test::check(t, a, 200'000, step++);
+  t.barrier(deadline::after(30s));
+  return 0;
+}
+
 // SLUICE_TEST_ALGO names the collective; rank 1 dies (process exit) at its first send.
 SLUICE_CHILD_SCENARIO(dies) {
   zmq_transport t({.peer_lost_grace = 100ms, .linger = 0ms});
@@ -56,6 +67,11 @@ TEST_CASE("collectives over ZeroMQ (2-4 processes) match the reference sum, repl
     auto codes = test::spawn_ranks("all", n, 90s);
     for (int c : codes) CHECK(c == 0);
   }
+}
+
+TEST_CASE("collectives over ZeroMQ with zero-copy sized messages") {
+  auto codes = test::spawn_ranks("big", 3, 90s);
+  for (int c : codes) CHECK(c == 0);
 }
 
 TEST_CASE("collectives over ZeroMQ: a process killed mid-collective -> every survivor raises within its deadline") {

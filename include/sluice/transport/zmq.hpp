@@ -60,6 +60,7 @@ struct zmq_options {
   std::chrono::milliseconds linger{5'000};              ///< flush time for queued sends at destruction
   bool curve = false;                                   ///< encrypt and authenticate with CurveZMQ
   zmq_curve_options keys{};                             ///< used when curve is true
+  std::size_t zero_copy_min_bytes = 64 * 1024;          ///< larger messages are sent without a copy (see request)
   friend bool operator==(zmq_options const&, zmq_options const&) = default;
 };
 
@@ -216,10 +217,24 @@ class zmq_transport {
  public:
   using transport_concept = transport_tag;
 
-  /// ZeroMQ copies a message when it is sent, so a request is complete on return.
-  struct request {
-    [[nodiscard]] bool test() const noexcept { return true; }
-    void wait(deadline) const noexcept {}
+  /// A send. Messages below zmq_options::zero_copy_min_bytes are copied and complete on return;
+  /// larger ones are sent from the caller's bytes and complete when ZeroMQ releases them (written
+  /// to the kernel). Must not outlive its transport's context only if it never completes.
+  class request {
+   public:
+    request() = default;
+    request(std::shared_ptr<std::atomic<bool>> done, int rank, int peer)
+        : done_(std::move(done)), rank_(rank), peer_(peer) {}
+    [[nodiscard]] bool test() const noexcept { return !done_ || done_->load(std::memory_order_acquire); }
+    void wait(deadline d) const {
+      if (!detail::poll_until([&] { return test(); }, d))
+        throw_error(errc::timeout, "zmq_transport: rank {}: send to rank {} was not written before the deadline", rank_,
+                    peer_);
+    }
+
+   private:
+    std::shared_ptr<std::atomic<bool>> done_{};
+    int rank_ = 0, peer_ = 0;
   };
 
   explicit zmq_transport(zmq_options opt = {}) : opt_(std::move(opt)) {
@@ -314,10 +329,20 @@ class zmq_transport {
     require(!is_lost(peer), errc::peer_lost, "zmq_transport: rank {} sending to rank {} (tag {}): peer lost", rank_,
             peer, t);
     auto& s = dealers_[static_cast<std::size_t>(peer)];
+    std::shared_ptr<std::atomic<bool>> done;
+    zmq::message_t body;
+    if (bytes.size() >= opt_.zero_copy_min_bytes) {
+      done = std::make_shared<std::atomic<bool>>(false);
+      auto* hint = new std::shared_ptr<std::atomic<bool>>(done);
+      // ZeroMQ only reads the bytes; the free function marks the request complete.
+      body = zmq::message_t(const_cast<std::byte*>(bytes.data()), bytes.size(), &release_send, hint);
+    } else {
+      body = zmq::message_t(bytes.data(), bytes.size());
+    }
     bool const ok = s.send(zmq::const_buffer(&t, 4), zmq::send_flags::sndmore | zmq::send_flags::dontwait) &&
-                    s.send(zmq::message_t(bytes.data(), bytes.size()), zmq::send_flags::dontwait);
+                    s.send(std::move(body), zmq::send_flags::dontwait);
     require(ok, errc::peer_lost, "zmq_transport: rank {} cannot queue a message for rank {} (tag {})", rank_, peer, t);
-    return {};
+    return {std::move(done), rank_, peer};
   }
 
   std::span<std::byte const> recv(int peer, message_tag tag, std::vector<std::byte>& buffer, deadline d) {
@@ -355,6 +380,12 @@ class zmq_transport {
 
  private:
   using queue_key = std::pair<int, std::uint32_t>;
+
+  static void release_send(void*, void* hint) noexcept {
+    auto* done = static_cast<std::shared_ptr<std::atomic<bool>>*>(hint);
+    (*done)->store(true, std::memory_order_release);
+    delete done;
+  }
 
   void make_server(zmq::socket_t& s) {
     if (!opt_.curve) return;
