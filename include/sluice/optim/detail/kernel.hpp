@@ -420,6 +420,13 @@ void run_gather(K const& k, tensor_refs const& r, Index const* idx, float const*
   }
 }
 
+/// Copies a short run of floats inline (a block of 16 is one cache line): a memcpy call per
+/// block and array cost more than the block's arithmetic.
+inline void copy_floats(float* SLUICE_RESTRICT dst, float const* SLUICE_RESTRICT src, std::size_t n) noexcept {
+  SLUICE_OPTIM_SIMD
+  for (std::size_t i = 0; i < n; ++i) dst[i] = src[i];
+}
+
 /// Small blocks (block_size <= tile / 2): copies a group of blocks into one tile, runs the tile
 /// kernel once and copies back, like the element path. Issuing the loads of a whole group back to
 /// back keeps many cache misses in flight, where one block at a time serialized them. The
@@ -445,14 +452,14 @@ void run_blocks(K const& k, tensor_refs const& r, sparse_view<float const, Index
     for (std::size_t j = j0; j < j1; ++j) {
       std::size_t const base = static_cast<std::size_t>(s.indices[j]) * b, off = (j - j0) * b;
       std::size_t const len = std::min(b, r.n - base);
-      std::memcpy(pbuf + off, r.params + base, len * 4);
+      copy_floats(pbuf + off, r.params + base, len);
       for (std::size_t jj = 0; jj < nm; ++jj) {
         if constexpr (Bf16)
           for (std::size_t i = 0; i < len; ++i) mbuf[jj][off + i] = bf16_to_float(r.mb[jj][base + i]);
         else
-          std::memcpy(mbuf[jj] + off, r.mf[jj] + base, len * 4);
+          copy_floats(mbuf[jj] + off, r.mf[jj] + base, len);
       }
-      if (r.last != nullptr) std::memcpy(lbuf + off, r.last + base, len * 4);
+      if (r.last != nullptr) std::copy_n(r.last + base, len, lbuf + off);
       for (std::size_t i = len; i < b; ++i) {  // padding of a partial last block: computed, never stored
         pbuf[off + i] = 0;
         mbuf[0][off + i] = mbuf[1][off + i] = 0;
@@ -465,7 +472,7 @@ void run_blocks(K const& k, tensor_refs const& r, sparse_view<float const, Index
     for (std::size_t j = j0; j < j1; ++j) {
       std::size_t const base = static_cast<std::size_t>(s.indices[j]) * b, off = (j - j0) * b;
       std::size_t const len = std::min(b, r.n - base);
-      std::memcpy(r.params + base, pbuf + off, len * 4);
+      copy_floats(r.params + base, pbuf + off, len);
       if constexpr (Bf16) {
         if (nm > 0) {
           std::uint64_t const first = base >> 3, last_block = (base + len - 1) >> 3;
@@ -479,7 +486,7 @@ void run_blocks(K const& k, tensor_refs const& r, sparse_view<float const, Index
           }
         }
       } else {
-        for (std::size_t jj = 0; jj < nm; ++jj) std::memcpy(r.mf[jj] + base, mbuf[jj] + off, len * 4);
+        for (std::size_t jj = 0; jj < nm; ++jj) copy_floats(r.mf[jj] + base, mbuf[jj] + off, len);
       }
       if (r.last != nullptr) std::fill_n(r.last + base, len, now);
       if constexpr (!std::is_same_v<Sh, no_shadow>) write_shadow(shadow + base, pbuf + off, len);
