@@ -4,7 +4,7 @@
 # MPI_Allreduce under mpirun (BTL tcp over the shaped links only). Namespaces are removed on exit.
 #
 #   scripts/bench-collective.sh [BUILD_DIR]      (default build/release; needs root)
-#   RATES="100mbit 1gbit" RANKS=4 FILTER_ZMQ=... FILTER_MPI=...
+#   RATES="100mbit 1gbit" RANKS=4 FILTER_ZMQ=... FILTER_MPI=... SKIP_MPI=1
 # Writes BUILD_DIR/bench/collective-<rate>-zmq.json and -mpi.json (rank 0's Google Benchmark output).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -59,7 +59,7 @@ for rate in $rates; do
   netns_up
   echo "== $rate: ZeroMQ ranks"
   run_zmq "$out_dir/collective-$rate-zmq.json"
-  if command -v mpirun > /dev/null; then
+  if [[ "${SKIP_MPI:-0}" != 1 ]] && command -v mpirun > /dev/null; then
     echo "== $rate: MPI ranks"
     run_mpi "$out_dir/collective-$rate-mpi.json"
   fi
