@@ -65,7 +65,7 @@ TEST_CASE("bit packing round-trips every width at every bit offset") {
 
 TEST_CASE_TEMPLATE("maxmin_quantize round-to-nearest error <= unit/2 everywhere", T, float, Eigen::half,
                    Eigen::bfloat16) {
-  for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{63}, std::size_t{5000}, std::size_t{70001}})
+  for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{63}, std::size_t{5000}, std::size_t{20001}})
     for (unsigned bits = 1; bits <= 8; ++bits)
       for (std::size_t bucket : {std::size_t{64}, std::size_t{100}, std::size_t{1024}, std::size_t{4096}}) {
         maxmin_quantize const c{.bits = bits, .bucket = bucket};
