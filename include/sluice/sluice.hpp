@@ -1,4 +1,5 @@
-// Umbrella header for sluice::sluice: everything that needs no optional engine.
+// Umbrella header for sluice::sluice: everything that needs no optional engine (MPI, ZeroMQ and
+// CUDA headers come with sluice::mpi, sluice::zmq and sluice::cuda).
 #pragma once
 
 #include <sluice/concepts.hpp>
@@ -13,3 +14,10 @@
 #include <sluice/core/sparse.hpp>
 #include <sluice/core/varint.hpp>
 #include <sluice/core/wire.hpp>
+
+#include <sluice/bucket/all.hpp>
+#include <sluice/collective/all.hpp>
+#include <sluice/compress/all.hpp>
+#include <sluice/feedback/all.hpp>
+#include <sluice/optim/all.hpp>
+#include <sluice/transport/all.hpp>
