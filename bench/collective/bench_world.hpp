@@ -14,13 +14,14 @@
 
 #include <sluice/transport/concepts.hpp>
 
-#if __has_include(<mpi.h>)
+// bench/CMakeLists.txt defines these when bench_collective links sluice::mpi / sluice::zmq.
+#if defined(SLUICE_BENCH_HAVE_MPI)
 #include <sluice/transport/mpi.hpp>
 #define SLUICE_BENCH_MPI 1
 #else
 #define SLUICE_BENCH_MPI 0
 #endif
-#if __has_include(<zmq.hpp>)
+#if defined(SLUICE_BENCH_HAVE_ZMQ)
 #include <sluice/transport/zmq.hpp>
 #define SLUICE_BENCH_ZMQ 1
 #else
