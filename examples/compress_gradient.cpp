@@ -22,8 +22,9 @@ double ms_since(clock_type::time_point t) {
 }
 
 // Encodes `grad` with codec `c`, decodes the frame into a dense buffer and prints one line.
+// Returns whether the frame fit its bound and the decoded tensor is closer to the gradient than 0.
 template <class Codec>
-void run(char const* name, Codec const& c, std::vector<float> const& grad, sluice::encode_context const& ctx) {
+bool run(char const* name, Codec const& c, std::vector<float> const& grad, sluice::encode_context const& ctx) {
   std::size_t const n = grad.size();
   sluice::codec_workspace<Codec, float> ws;
   std::vector<std::byte> frame(c.max_encoded_bytes(n));
@@ -45,6 +46,7 @@ void run(char const* name, Codec const& c, std::vector<float> const& grad, sluic
   }
   std::printf("%-28s %10zu B  %7.1fx smaller  rel. L2 error %.3f  encode %7.2f ms  decode %6.2f ms\n", name, bytes,
               double(n) * 4 / double(bytes), std::sqrt(err / norm), encode_ms, decode_ms);
+  return bytes <= c.max_encoded_bytes(n) && err < norm;
 }
 
 }  // namespace
@@ -65,8 +67,8 @@ int main(int argc, char** argv) {
 
   std::printf("tensor: %zu fp32 elements (%.1f MiB), %d threads\n", n, double(n) * 4 / (1 << 20),
               sluice::max_threads());
-  run("top_k (exact)", sluice::top_k{.ratio = ratio}, grad, ctx);
-  run("block_top_k B=16", sluice::block_top_k{.ratio = ratio}, grad, ctx);
-  run("maxmin_quantize 4-bit", sluice::maxmin_quantize{.bits = 4, .bucket = 1024}, grad, ctx);
-  return 0;
+  bool ok = run("top_k (exact)", sluice::top_k{.ratio = ratio}, grad, ctx);
+  ok = run("block_top_k B=16", sluice::block_top_k{.ratio = ratio}, grad, ctx) && ok;
+  ok = run("maxmin_quantize 4-bit", sluice::maxmin_quantize{.bits = 4, .bucket = 1024}, grad, ctx) && ok;
+  return ok ? 0 : 1;
 }
