@@ -11,6 +11,7 @@
 #include <sluice/core/element.hpp>
 #include <sluice/core/parallel.hpp>
 #include <sluice/core/random.hpp>
+#include <sluice/core/serial.hpp>
 #include <sluice/core/sparse.hpp>
 #include <sluice/core/varint.hpp>
 #include <sluice/core/wire.hpp>

@@ -1,60 +1,11 @@
-// Stable 64-bit hashing and little-endian field I/O for layout serialization: the fingerprint
-// must be identical on every rank, compiler and run, so it is spelled out here, not std::hash.
+// Stable hashing and little-endian field I/O for layout serialization: the fingerprint must be
+// identical on every rank, compiler and run. The implementation is core/serial.hpp.
 #pragma once
 
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-#include <span>
-#include <vector>
+#include <sluice/core/serial.hpp>
 
 namespace sluice::bucket_detail {
-
-/// FNV-1a over bytes, finished with the splitmix64 mixer so that nearby inputs spread.
-inline std::uint64_t stable_hash(std::span<std::byte const> bytes) noexcept {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (std::byte b : bytes) {
-    h ^= static_cast<std::uint64_t>(b);
-    h *= 0x100000001b3ull;
-  }
-  h ^= h >> 30;
-  h *= 0xbf58476d1ce4e5b9ull;
-  h ^= h >> 27;
-  h *= 0x94d049bb133111ebull;
-  h ^= h >> 31;
-  return h;
-}
-
-/// Appends the little-endian bytes of a trivially copyable value.
-template <class U>
-void put(std::vector<std::byte>& out, U v) {
-  std::size_t const at = out.size();
-  out.resize(at + sizeof v);
-  std::memcpy(out.data() + at, &v, sizeof v);
-}
-
-/// Bounds-checked reader over untrusted bytes: get() returns false instead of reading past the end.
-class reader {
- public:
-  explicit reader(std::span<std::byte const> bytes) noexcept : bytes_(bytes) {}
-  template <class U>
-  bool get(U& v) noexcept {
-    if (bytes_.size() - pos_ < sizeof v) return false;
-    std::memcpy(&v, bytes_.data() + pos_, sizeof v);
-    pos_ += sizeof v;
-    return true;
-  }
-  bool take(std::size_t n, std::span<std::byte const>& out) noexcept {
-    if (bytes_.size() - pos_ < n) return false;
-    out = bytes_.subspan(pos_, n);
-    pos_ += n;
-    return true;
-  }
-  [[nodiscard]] std::size_t left() const noexcept { return bytes_.size() - pos_; }
-
- private:
-  std::span<std::byte const> bytes_;
-  std::size_t pos_ = 0;
-};
-
+using serial::put;
+using serial::reader;
+using serial::stable_hash;
 }  // namespace sluice::bucket_detail
