@@ -41,13 +41,7 @@ std::size_t momentum_unfused(C const& c, feedback_slice const& s, std::span<T co
   });
   if (bad != 0) s.state().record_non_finite(bad);
   std::size_t bytes = 0;
-  if constexpr (std::is_same_v<T, float>) {
-    bytes = c.encode(std::span<float const>(cf, n), ctx, ws.codec, out);
-  } else {
-    fit(ws.input, n);
-    for (std::size_t i = 0; i < n; ++i) ws.input[i] = from_float<T>(cf[i]);
-    bytes = c.encode(std::span<T const>(ws.input), ctx, ws.codec, out);
-  }
+  bytes = encode_compensated<T>(c, std::span<float const>(cf, n), ctx, ws, out);
   auto const msg = std::span<std::byte const>(out.data(), bytes);
   fit(ws.decoded, n);
   c.decode(msg, ctx, ws.codec, std::span<T>(ws.decoded));

@@ -30,13 +30,7 @@ std::size_t residual_unfused(C const& c, feedback_slice const& s, std::span<T co
   if (auto const bad = for_each_counting(n, [&](std::size_t i) { return cf[i] = to_float(grad[i]) + to_float(e[i]); }))
     s.state().record_non_finite(bad);
   std::size_t bytes = 0;
-  if constexpr (std::is_same_v<T, float>) {
-    bytes = c.encode(std::span<float const>(cf, n), ctx, ws.codec, out);
-  } else {
-    fit(ws.input, n);
-    for (std::size_t i = 0; i < n; ++i) ws.input[i] = from_float<T>(cf[i]);
-    bytes = c.encode(std::span<T const>(ws.input), ctx, ws.codec, out);
-  }
+  bytes = encode_compensated<T>(c, std::span<float const>(cf, n), ctx, ws, out);
   fit(ws.decoded, n);
   c.decode(std::span<std::byte const>(out.data(), bytes), ctx, ws.codec, std::span<T>(ws.decoded));
   auto const rs = state_stream(ctx, s.tensor());
@@ -74,13 +68,7 @@ std::size_t residual_fused_sparse(C const& c, feedback_slice const& s, std::span
     if (auto const bad =
             for_each_counting(n, [&](std::size_t i) { return cf[i] = to_float(grad[i]) + to_float(e[i]); }))
       s.state().record_non_finite(bad);
-    if constexpr (std::is_same_v<T, float>) {
-      bytes = c.encode(std::span<float const>(cf, n), ctx, ws.codec, out);
-    } else {
-      fit(ws.input, n);
-      for (std::size_t i = 0; i < n; ++i) ws.input[i] = from_float<T>(cf[i]);
-      bytes = c.encode(std::span<T const>(ws.input), ctx, ws.codec, out);
-    }
+    bytes = encode_compensated<T>(c, std::span<float const>(cf, n), ctx, ws, out);
     c.decode_sparse(std::span<std::byte const>(out.data(), bytes), ctx, ws.codec, ws.sparse);
     auto const rs = state_stream(ctx, s.tensor());
     parallel_chunks(n, grain, [&](std::size_t b, std::size_t end, int) {

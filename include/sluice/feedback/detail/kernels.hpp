@@ -205,4 +205,19 @@ void fit(V& v, std::size_t n) {
   if (v.size() != n) v.resize(n);
 }
 
+/// Encodes compensated fp32 values with a codec for element type T: directly for T = float, else
+/// through ws.input narrowed with round-to-nearest (what an unfused composition would hand the
+/// codec). `ws` is a feedback_workspace<C, T>. Returns the frame size.
+template <class T, class C, class W>
+std::size_t encode_compensated(C const& c, std::span<float const> cf, encode_context const& ctx, W& ws,
+                               std::span<std::byte> out) {
+  if constexpr (std::is_same_v<T, float>) {
+    return c.encode(cf, ctx, ws.codec, out);
+  } else {
+    fit(ws.input, cf.size());
+    for (std::size_t i = 0; i < cf.size(); ++i) ws.input[i] = from_float<T>(cf[i]);
+    return c.encode(std::span<T const>(ws.input), ctx, ws.codec, out);
+  }
+}
+
 }  // namespace sluice::feedback_detail
