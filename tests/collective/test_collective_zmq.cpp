@@ -37,9 +37,17 @@ SLUICE_CHILD_SCENARIO(dies) {
   zmq_transport t({.peer_lost_grace = 100ms, .linger = 0ms});
   auto const a = static_cast<test::algo>(std::atoi(std::getenv("SLUICE_TEST_ALGO")));
   collective_context const ctx{.step = 3, .tensor = 8, .timeout = 5s};
+  // Rank 1 dies only after every other rank reports its construction (and set-up barrier) done:
+  // the death must come in the collective, not before.
+  constexpr message_tag ready_tag{1u << 20};
+  std::vector<std::byte> scratch;
+  if (t.rank() != 1) {
+    int const ready = 1;
+    t.send(1, ready_tag, std::as_bytes(std::span<int const>(&ready, 1)));
+  }
   if (t.rank() == 1) {
-    // Let ZeroMQ flush the set-up barrier first: the death must come in the collective, not before.
-    std::this_thread::sleep_for(300ms);
+    for (int p = 0; p < t.size(); ++p)
+      if (p != 1) t.recv(p, ready_tag, scratch, deadline::after(30s));
     faulty f(t, {.kill_at_send = 0});
     try {
       (void)test::run(f, a, 4096, ctx);

@@ -101,8 +101,17 @@ SLUICE_CHILD_SCENARIO(silent) {
 
 SLUICE_CHILD_SCENARIO(dies) {
   zmq_transport t({.peer_lost_grace = 100ms});
-  if (t.rank() == 1) ::_exit(0);  // no goodbye: the process just ends
   std::vector<std::byte> buf;
+  // Rank 1 dies only once every other rank has finished construction: its own last barrier
+  // messages may still sit in ZeroMQ's queue when _exit runs, and a rank still inside the
+  // constructor would (rightly) see peer_lost there instead of in the recv under test.
+  if (t.rank() == 1) {
+    for (int p = 0; p < t.size(); ++p)
+      if (p != 1) t.recv(p, message_tag{2}, buf, deadline::after(20s));
+    ::_exit(0);  // no goodbye: the process just ends
+  }
+  int const ready = 1;
+  t.send(1, message_tag{2}, std::as_bytes(std::span<int const>(&ready, 1)));
   auto const t0 = std::chrono::steady_clock::now();
   try {
     t.recv(1, message_tag{1}, buf, deadline::after(20s));
