@@ -17,7 +17,7 @@ void BM_block_top_k(benchmark::State& state) {
   std::size_t bytes = 0;
   for (auto _ : state) benchmark::DoNotOptimize(bytes = c.encode(std::span<float const>(x), {}, ws, std::span(out)));
   state.counters["ratio"] = static_cast<double>(x.size() * 4) / static_cast<double>(bytes);
-  sluice::bench::report(state, x.size(), 4, 0);
+  sluice::bench::report(state, x.size(), {.read = 4});
 }
 
 }  // namespace

@@ -22,7 +22,7 @@ void BM_maxmin_quantize(benchmark::State& state) {
   for (auto _ : state)
     benchmark::DoNotOptimize(bytes = c.encode(std::span<float const>(x), {.seed = 1}, ws, std::span(out)));
   state.counters["ratio"] = static_cast<double>(x.size() * 4) / static_cast<double>(bytes);
-  sluice::bench::report(state, x.size(), 4, static_cast<double>(c.bits) / 8.0);
+  sluice::bench::report(state, x.size(), {.read = 4, .write = static_cast<double>(c.bits) / 8.0});
 }
 
 void BM_maxmin_dequantize(benchmark::State& state) {
@@ -37,7 +37,7 @@ void BM_maxmin_dequantize(benchmark::State& state) {
     c.decode(std::span<std::byte const>(out), {}, ws, std::span(y));
     benchmark::DoNotOptimize(y.data());
   }
-  sluice::bench::report(state, x.size(), static_cast<double>(c.bits) / 8.0, 4);
+  sluice::bench::report(state, x.size(), {.read = static_cast<double>(c.bits) / 8.0, .write = 4});
 }
 
 }  // namespace

@@ -29,7 +29,7 @@ void BM_top_k(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(bytes = c.encode(std::span<float const>(x), {}, ws, std::span(out)));
   state.counters["ratio"] = static_cast<double>(x.size() * 4) / static_cast<double>(bytes);
   state.counters["radix_path"] = ws.select.used_radix ? 1 : 0;
-  sluice::bench::report(state, x.size(), 4, 0);
+  sluice::bench::report(state, x.size(), {.read = 4});
 }
 
 void BM_baseline_nth_element_top_k(benchmark::State& state) {
@@ -43,7 +43,7 @@ void BM_baseline_nth_element_top_k(benchmark::State& state) {
     std::sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(k));
     benchmark::DoNotOptimize(idx.data());
   }
-  sluice::bench::report(state, x.size(), 4, 0);
+  sluice::bench::report(state, x.size(), {.read = 4});
 }
 
 #if defined(SLUICE_BENCH_HAVE_TORCH)
@@ -56,7 +56,7 @@ void BM_baseline_torch_top_k(benchmark::State& state) {
     auto r = torch::topk(t.abs(), static_cast<std::int64_t>(k));
     benchmark::DoNotOptimize(std::get<1>(r).data_ptr());
   }
-  sluice::bench::report(state, x.size(), 4, 0);
+  sluice::bench::report(state, x.size(), {.read = 4});
 }
 #endif
 

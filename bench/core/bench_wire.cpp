@@ -28,7 +28,7 @@ void BM_wire_frame(benchmark::State& state) {
     sluice::wire::write_array<float>(w, values);
     benchmark::DoNotOptimize(w.finish());
   }
-  sluice::bench::report(state, n, 4, 4);
+  sluice::bench::report(state, n, {.read = 4, .write = 4});
 }
 
 // Parse + checksum verification: one read of the frame.
@@ -40,7 +40,7 @@ void BM_wire_parse(benchmark::State& state) {
   sluice::wire::write_array<float>(w, values);
   w.finish();
   for (auto _ : state) benchmark::DoNotOptimize(sluice::wire::parse(out).size);
-  sluice::bench::report(state, n, 4, 0);
+  sluice::bench::report(state, n, {.read = 4});
 }
 
 // Index coding at 1% density: 4 bytes read per index, ~1-2 bytes written.
@@ -49,7 +49,8 @@ void BM_varint_encode(benchmark::State& state) {
   std::vector<std::byte> out(sluice::wire::max_index_bytes(idx.size(), static_cast<std::size_t>(state.range(0))));
   std::size_t bytes = 0;
   for (auto _ : state) benchmark::DoNotOptimize(bytes = sluice::wire::encode_sorted_indices<std::uint32_t>(idx, out));
-  sluice::bench::report(state, idx.size(), 4, static_cast<double>(bytes) / static_cast<double>(idx.size()));
+  sluice::bench::report(state, idx.size(),
+                        {.read = 4, .write = static_cast<double>(bytes) / static_cast<double>(idx.size())});
 }
 
 void BM_varint_decode(benchmark::State& state) {
@@ -63,7 +64,8 @@ void BM_varint_decode(benchmark::State& state) {
                                                        std::span<std::uint32_t>(back));
     benchmark::DoNotOptimize(back.data());
   }
-  sluice::bench::report(state, idx.size(), static_cast<double>(bytes) / static_cast<double>(idx.size()), 4);
+  sluice::bench::report(state, idx.size(),
+                        {.read = static_cast<double>(bytes) / static_cast<double>(idx.size()), .write = 4});
 }
 
 }  // namespace

@@ -57,7 +57,7 @@ void bm_residual(benchmark::State& state, C codec, bool fuse, sluice::non_finite
     benchmark::ClobberMemory();
   }
   state.counters["ratio"] = static_cast<double>(n * 4) / static_cast<double>(bytes);
-  sluice::bench::report(state, n, 8, 4 + message_bytes);
+  sluice::bench::report(state, n, {.read = 4, .update = 4, .write = message_bytes});
 }
 
 // The codec alone on the same data (no feedback): reads 4 B per element, writes the message.
@@ -73,7 +73,7 @@ void bm_codec_alone(benchmark::State& state, C codec, double message_bytes) {
     benchmark::DoNotOptimize(bytes);
     benchmark::ClobberMemory();
   }
-  sluice::bench::report(state, n, 4, message_bytes);
+  sluice::bench::report(state, n, {.read = 4, .write = message_bytes});
 }
 
 // The pipeline's pattern: one encode per cache-sized chunk (bucket_plan's default chunk size),
@@ -105,7 +105,7 @@ void bm_residual_chunked(benchmark::State& state, C codec, sluice::non_finite_po
     benchmark::ClobberMemory();
   }
   state.counters["chunk_elements"] = static_cast<double>(chunk);
-  sluice::bench::report(state, n, 8, 4 + message_bytes);
+  sluice::bench::report(state, n, {.read = 4, .update = 4, .write = message_bytes});
 }
 
 using sluice::non_finite_policy;

@@ -64,7 +64,7 @@ aligned_floats random_gradient(std::size_t n) {
 }
 
 template <class O>
-void dense(benchmark::State& state, O const& o, double read_bytes, double write_bytes) {
+void dense(benchmark::State& state, O const& o, sluice::bench::traffic t) {
   auto const n = static_cast<std::size_t>(state.range(0));
   aligned_floats p(n, 0.5f);
   auto const g = random_gradient(n);
@@ -74,19 +74,21 @@ void dense(benchmark::State& state, O const& o, double read_bytes, double write_
     o.step(s, p.span(), g.span());
     benchmark::ClobberMemory();
   }
-  sluice::bench::report(state, n, read_bytes, write_bytes);
+  sluice::bench::report(state, n, t);
 }
 
 // Adam fp32: reads p, g, m, v (16 B), writes p, m, v (12 B) per element.
-void BM_adam_dense(benchmark::State& state) { dense(state, sluice::adam{}, 16, 12); }
+void BM_adam_dense(benchmark::State& state) { dense(state, sluice::adam{}, {.read = 4, .update = 12}); }
 
 // Adam with bf16 moments (stochastic rounding): reads 4 + 4 + 2 + 2, writes 4 + 2 + 2.
 void BM_adam_bf16_states(benchmark::State& state) {
-  dense(state, sluice::adam{.state_type = sluice::element_type::bf16, .seed = 1}, 12, 8);
+  dense(state, sluice::adam{.state_type = sluice::element_type::bf16, .seed = 1}, {.read = 4, .update = 8});
 }
 
 // SGD with momentum: reads p, g, b (12 B), writes p, b (8 B).
-void BM_sgd_momentum(benchmark::State& state) { dense(state, sluice::sgd{.lr = 0.01, .momentum = 0.9}, 12, 8); }
+void BM_sgd_momentum(benchmark::State& state) {
+  dense(state, sluice::sgd{.lr = 0.01, .momentum = 0.9}, {.read = 4, .update = 8});
+}
 
 // Two in-cache tensors of state.range(0) elements stepped together (step_all), repeated: compute
 // throughput per core, no memory bound.
@@ -104,7 +106,7 @@ void BM_adam_incache(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   double const cpu = process_cpu_seconds() - cpu0;
-  sluice::bench::report(state, 2 * n, 16, 12);
+  sluice::bench::report(state, 2 * n, {.read = 4, .update = 12});
   // Per core-second of CPU time of all threads: robust when other processes share the cores
   // (OpenMP threads spinning at barriers count too, so this errs low).
   state.counters["Gelem_per_cpu_s"] =
@@ -180,7 +182,7 @@ void BM_adam_sparse_block(benchmark::State& state) {
   }
   // Touched: one line of p, m, v read and written per block, plus the gradient block and index.
   double const per = static_cast<double>(b);
-  sluice::bench::report(state, idx.size() * b, (3 * 64 + 64 + 4) / per, 3 * 64 / per);
+  sluice::bench::report(state, idx.size() * b, {.read = (64 + 4) / per, .update = 3 * 64 / per});
   state.counters["time_vs_dense"] = benchmark::Counter(static_cast<double>(state.iterations()) * dense_s,
                                                        benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
   state.counters["nnz_blocks"] = static_cast<double>(idx.size());
@@ -212,7 +214,7 @@ void BM_adam_sparse_element(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   double const nnz = static_cast<double>(idx.size()), l = static_cast<double>(lines);
-  sluice::bench::report(state, idx.size(), (3 * 64 * l + 8 * nnz) / nnz, 3 * 64 * l / nnz);
+  sluice::bench::report(state, idx.size(), {.read = 8, .update = 3 * 64 * l / nnz});
   state.counters["time_vs_dense"] = benchmark::Counter(static_cast<double>(state.iterations()) * dense_s,
                                                        benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
   double const lines_s = random_lines_seconds(n, idx, 1);
@@ -236,7 +238,7 @@ void BM_baseline_torch_adam(benchmark::State& state) {
     opt.step();
     benchmark::ClobberMemory();
   }
-  sluice::bench::report(state, n, 16, 12);
+  sluice::bench::report(state, n, {.read = 4, .update = 12});
 }
 BENCHMARK(BM_baseline_torch_adam)->Arg(1 << 26)->UseRealTime()->Unit(benchmark::kMillisecond);
 #endif

@@ -1,7 +1,7 @@
 // Benchmark conventions shared by every bench/<area>: the bandwidth reference kernel measured in
 // the same process, and the counters each benchmark reports (bytes_per_second, items_per_second,
-// bw_frac). bw_frac = achieved bytes/s over the reference kernel's bytes/s for the same read and
-// write streams and the same thread count.
+// bw_frac). bw_frac = achieved bytes/s over the reference kernel's bytes/s for the same streams
+// (read-only, updated in place, write-only) and the same thread count.
 #pragma once
 
 #include <benchmark/benchmark.h>
@@ -10,66 +10,119 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
+#include <sluice/config.hpp>
 #include <sluice/core/parallel.hpp>
 
 namespace sluice::bench {
 
-/// Elements of the working set the reference kernel streams over: large enough to leave cache.
+/// Bytes per element a kernel moves, by kind of stream: `read` only read (a gradient), `update`
+/// read and written back in place (parameters, optimizer state, an error-feedback residual),
+/// `write` only written (an encoded message, a decoded tensor). An update stream counts twice.
+struct traffic {
+  double read = 0;
+  double update = 0;
+  double write = 0;
+  [[nodiscard]] constexpr double bytes() const noexcept { return read + 2 * update + write; }
+};
+
+/// Elements the reference kernel streams over: every stream leaves the caches (>= 32 MiB each for
+/// 4-byte streams).
 inline constexpr std::size_t reference_elements = std::size_t{1} << 25;
 
-/// Streams `read_bytes` per element from one array and writes `write_bytes` per element to another,
-/// in one fused pass over cache-sized chunks on all threads; returns the best bytes/s of `reps`
-/// runs. This is the kernel every bw_frac divides by: the limit for a kernel with these streams.
-inline double measure_reference(double read_bytes, double write_bytes, int reps = 7) {
-  std::size_t const n = reference_elements;
-  std::size_t const rw = static_cast<std::size_t>(read_bytes * static_cast<double>(n)) / 8;
-  std::size_t const ww = static_cast<std::size_t>(write_bytes * static_cast<double>(n)) / 8;
-  std::vector<std::uint64_t> in(std::max<std::size_t>(rw, 1)), out(std::max<std::size_t>(ww, 1));
-  sluice::parallel_chunks(in.size(), 1 << 16, [&](std::size_t b, std::size_t e, int) {
-    for (std::size_t i = b; i < e; ++i) in[i] = i * 0x9E3779B97F4A7C15ull;
-  });
-  sluice::parallel_chunks(out.size(), 1 << 16,
-                          [&](std::size_t b, std::size_t e, int) { std::memset(out.data() + b, 0, (e - b) * 8); });
+namespace detail {
+
+/// Elements every stream of the reference kernel advances by at a time.
+inline constexpr std::size_t step_elements = 512;
+
+/// One array of the reference kernel: `words` 64-bit words advanced per step of 64 elements.
+struct reference_stream {
+  std::vector<std::uint64_t> data;
+  std::size_t words = 0;
+};
+
+/// Splits `bytes` per element into arrays as a kernel over floats has them: one 4-byte stream per
+/// whole 4 bytes, plus one narrower stream for the rest (0.5 bytes = packed 4-bit codes). A stream
+/// narrower than 1/8 byte per element is rounded up to one word per step.
+inline std::vector<reference_stream> make_streams(double bytes, std::size_t steps) {
+  std::vector<reference_stream> v;
+  if (bytes <= 0) return v;
+  auto const whole = static_cast<std::size_t>(bytes / 4);
+  for (std::size_t i = 0; i < whole; ++i) v.push_back({{}, 4 * step_elements / 8});
+  double const rest = bytes - 4.0 * static_cast<double>(whole);
+  if (rest > 1e-9)
+    v.push_back({{}, std::max<std::size_t>(static_cast<std::size_t>(rest * step_elements / 8 + 0.5), 1)});
+  for (auto& s : v) {
+    s.data.resize(s.words * steps);
+    auto& w = s.data;
+    sluice::parallel_chunks(w.size(), 1 << 16, [&](std::size_t lo, std::size_t hi, int) {
+      for (std::size_t i = lo; i < hi; ++i) w[i] = i * 0x9E3779B97F4A7C15ull;
+    });
+  }
+  return v;
+}
+
+}  // namespace detail
+
+/// The streaming limit for kernels with traffic `t` on this machine: one array per stream (so the
+/// prefetchers see as many concurrent streams as the kernel has), all advanced together one step
+/// of 64 elements at a time on all threads, as a fused kernel advances them; read streams are
+/// summed, update streams incremented in place, write streams stored. Returns the best bytes/s of
+/// `reps` runs, counting the bytes actually moved.
+inline double measure_reference(traffic t, int reps = 5) {
+  std::size_t const steps = reference_elements / detail::step_elements;
+  auto read = detail::make_streams(t.read, steps);
+  auto update = detail::make_streams(t.update, steps);
+  auto write = detail::make_streams(t.write, steps);
+  double moved = 0;  // bytes per step
+  for (auto const& s : read) moved += 8.0 * static_cast<double>(s.words);
+  for (auto const& s : update) moved += 16.0 * static_cast<double>(s.words);
+  for (auto const& s : write) moved += 8.0 * static_cast<double>(s.words);
   double best = 0;
-  // Split the write stream proportionally to the read stream, chunk by chunk.
-  std::size_t const chunk = 1 << 14;  // words of input per chunk (128 KiB)
-  std::size_t const chunks = (rw + chunk - 1) / chunk;
   for (int r = 0; r < reps; ++r) {
     auto const t0 = std::chrono::steady_clock::now();
-    sluice::parallel_chunks(std::max<std::size_t>(chunks, 1), 1, [&](std::size_t cb, std::size_t ce, int) {
-      for (std::size_t c = cb; c < ce; ++c) {
-        std::size_t const ib = c * chunk, ie = std::min(rw, ib + chunk);
-        std::uint64_t acc = 0;
-        for (std::size_t i = ib; i < ie; ++i) acc += in[i];
-        std::size_t const ob = rw == 0 ? 0 : ww * ib / rw, oe = rw == 0 ? ww : ww * ie / rw;
-        for (std::size_t i = ob; i < oe; ++i) out[i] = acc + i;
+    sluice::parallel_chunks(steps, 1024, [&](std::size_t sb, std::size_t se, int) {
+      std::uint64_t acc = sb;
+      for (std::size_t st = sb; st < se; ++st) {
+        // Stores use the previous step's sum, so they never wait for this step's loads (as in a
+        // real element-wise kernel, where each store depends only on its own element).
+        std::uint64_t const prev = acc;
+        for (auto& s : read) {
+          std::uint64_t const* SLUICE_RESTRICT w = s.data.data() + st * s.words;
+          for (std::size_t i = 0; i < s.words; ++i) acc += w[i];
+        }
+        for (auto& s : update) {
+          std::uint64_t* SLUICE_RESTRICT w = s.data.data() + st * s.words;
+          for (std::size_t i = 0; i < s.words; ++i) w[i] += prev;
+        }
+        for (auto& s : write) {
+          std::uint64_t* SLUICE_RESTRICT w = s.data.data() + st * s.words;
+          for (std::size_t i = 0; i < s.words; ++i) w[i] = prev + i;
+        }
       }
+      benchmark::DoNotOptimize(acc);
     });
-    benchmark::DoNotOptimize(out.data());
+    for (auto& s : update) benchmark::DoNotOptimize(s.data.data());
+    for (auto& s : write) benchmark::DoNotOptimize(s.data.data());
     benchmark::ClobberMemory();
-    double const s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::max(best, static_cast<double>((rw + ww) * 8) / s);
+    double const secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, moved * static_cast<double>(steps) / secs);
   }
   return best;
 }
 
-/// The reference bytes/s for (read, write) bytes per element. Measured afresh at every call, right
+/// Sets the standard counters for a kernel over `elements` elements per iteration with traffic `t`
+/// per element. Call after the timing loop. The reference is measured afresh at every call, right
 /// after the benchmark it normalises, so that both see the same machine load (on a shared machine a
 /// reference measured once per process drifts by 2x against later benchmarks).
-inline double reference_bandwidth(double read_bytes, double write_bytes) {
-  return measure_reference(read_bytes, write_bytes, 5);
-}
-
-/// Sets the standard counters for a kernel over `elements` elements per iteration that must move
-/// `read_bytes` + `write_bytes` per element. Call after the timing loop.
-inline void report(benchmark::State& state, std::size_t elements, double read_bytes, double write_bytes) {
-  double const per_iter = (read_bytes + write_bytes) * static_cast<double>(elements);
+inline void report(benchmark::State& state, std::size_t elements, traffic t) {
+  double const per_iter = t.bytes() * static_cast<double>(elements);
   auto const iters = static_cast<double>(state.iterations());
   state.SetItemsProcessed(static_cast<std::int64_t>(iters * static_cast<double>(elements)));
   state.SetBytesProcessed(static_cast<std::int64_t>(iters * per_iter));
-  double const ref = reference_bandwidth(read_bytes, write_bytes);
+  double const ref = measure_reference(t);
   state.counters["ref_bytes_per_second"] = benchmark::Counter(ref);
   // bw_frac = (per_iter * iterations / time) / ref, expressed as a rate counter over per_iter/ref.
   state.counters["bw_frac"] = benchmark::Counter(iters * per_iter / ref, benchmark::Counter::kIsRate);
