@@ -10,6 +10,8 @@
 # for all ranks (killing them after NETNS_TIMEOUT seconds, default 600) and exits non-zero if any failed.
 # Rank r's stdout/stderr go to ${NETNS_LOG_DIR:-/tmp}/PREFIX-rank<r>.log; rank 0's stdout also to ours.
 # Sourced (NETNS_SOURCE_ONLY=1), it only defines netns_up / netns_down / netns_exec.
+# Knobs: NETNS_QUEUE (tbf latency, default 25ms), NETNS_CC (TCP congestion control in the rank
+# namespaces: default cubic if allowed, else reno; 'host' keeps the host's).
 set -euo pipefail
 
 NETNS_RANKS=${NETNS_RANKS:-4}
@@ -54,6 +56,16 @@ netns_up() {
     # Long-lived connections keep their congestion window between collective calls, as tuned
     # training clusters do (the default restarts slow start after every idle gap).
     ip netns exec "$ns" sysctl -qw net.ipv4.tcp_slow_start_after_idle=0
+    # Loss-based congestion control (Linux's default cubic where this host allows it, else reno):
+    # BBR v1 (some hosts' default) keeps sending into the 25 ms tbf queue while 3 flows share a link,
+    # and its retransmissions took ~0.07 of the link here (docs/performance/collective.md).
+    # NETNS_CC=host keeps the host's choice.
+    local cc=${NETNS_CC:-}
+    if [[ -z $cc ]]; then
+      cc=reno
+      [[ " $(ip netns exec "$ns" sysctl -n net.ipv4.tcp_allowed_congestion_control) " == *" cubic "* ]] && cc=cubic
+    fi
+    [[ $cc == host ]] || ip netns exec "$ns" sysctl -qw net.ipv4.tcp_congestion_control="$cc"
     ip link add "$a" type veth peer name "$b"
     ip link set "$a" netns "$ns"
     ip link set "$b" netns "${p}br"
@@ -82,12 +94,12 @@ while getopts "n:r:p:" opt; do
     n) NETNS_RANKS=$OPTARG ;;
     r) NETNS_RATE=$OPTARG ;;
     p) NETNS_PREFIX=$OPTARG ;;
-    *) sed -n '2,13p' "$0"; exit 2 ;;
+    *) sed -n '2,15p' "$0"; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
 [[ "${1:-}" == "--" ]] && shift
-(( $# > 0 )) || { sed -n '2,13p' "$0"; exit 2; }
+(( $# > 0 )) || { sed -n '2,15p' "$0"; exit 2; }
 [[ $(id -u) == 0 ]] || { echo "netns.sh: needs root (ip netns, tc)" >&2; exit 2; }
 
 trap netns_down EXIT INT TERM

@@ -53,10 +53,13 @@ void scatter_reduce_allgather(T& t, C const& codec, std::span<float const> in, s
     return std::pair{b, detail::part_begin(n, w, j + 1) - b};
   };
   auto const [my_begin, my_len] = range(ur);
-  // Phase 1: encode chunk j for its owner j (salted per chunk, so random codecs draw independent streams).
+  // Phase 1: encode chunk j for its owner j (salted per chunk, so random codecs draw independent
+  // streams) and send it at once, right neighbour first, so that the first bytes leave after one
+  // chunk's encode and every link carries one chunk from the start.
   std::vector<typename T::request> reqs;
   reqs.reserve(w);
-  for (std::size_t j = 0; j < w; ++j) {
+  for (std::size_t k = 1; k <= w; ++k) {
+    std::size_t const j = (ur + k) % w;
     auto const [b, len] = range(j);
     auto& buf = j == ur ? ws.recv[ur] : ws.send[j];
     detail::encode_into(codec, in.subspan(b, len), detail::encode_ctx(ctx, r, 1 + j), ws.encode, buf);
@@ -65,12 +68,11 @@ void scatter_reduce_allgather(T& t, C const& codec, std::span<float const> in, s
       ws.sent_bytes += buf.size();
     }
   }
+  // Phase 2: reduce my chunk in rank order, each part added as soon as it is in; encode the sum once.
   wire::expectation const expect1{.tensor = ctx.tensor, .step = ctx.step, .extent = my_len};
-  for (std::size_t j = 0; j < w; ++j)
-    if (j != ur) (void)detail::recv_checked(t, static_cast<int>(j), ctx.tag, ws.recv[j], d, expect1, what, ctx);
-  // Phase 2: reduce my chunk in rank order, encode the sum once.
   ws.acc.assign(my_len, 0.0f);
   for (std::size_t j = 0; j < w; ++j) {
+    if (j != ur) (void)detail::recv_checked(t, static_cast<int>(j), ctx.tag, ws.recv[j], d, expect1, what, ctx);
     try {
       codec.decode_add(std::span<std::byte const>(ws.recv[j]), detail::encode_ctx(ctx, static_cast<int>(j), 1 + ur),
                        ws.decode, std::span<float>(ws.acc));
@@ -82,20 +84,18 @@ void scatter_reduce_allgather(T& t, C const& codec, std::span<float const> in, s
   reqs.clear();
   detail::encode_into(codec, std::span<float const>(ws.acc), detail::encode_ctx(ctx, r, 1 + w + ur), ws.encode,
                       ws.final[ur]);
-  // Phase 3: allgather the final chunks; everyone decodes the same bytes.
-  for (std::size_t j = 0; j < w; ++j)
-    if (j != ur) {
-      reqs.push_back(detail::start_send(t, static_cast<int>(j), ctx.tag + 1, ws.final[ur], what, ctx));
-      ws.sent_bytes += ws.final[ur].size();
-    }
-  for (std::size_t j = 0; j < w; ++j) {
+  // Phase 3: allgather the final chunks; everyone decodes the same bytes, my own chunk while the
+  // others travel, each other chunk as soon as it is in (chunks are disjoint, so order is free).
+  for (std::size_t k = 1; k < w; ++k) {
+    reqs.push_back(detail::start_send(t, static_cast<int>((ur + k) % w), ctx.tag + 1, ws.final[ur], what, ctx));
+    ws.sent_bytes += ws.final[ur].size();
+  }
+  for (std::size_t k = 0; k < w; ++k) {
+    std::size_t const j = (ur + w - k) % w;  // me, then my left neighbour (the first to send to me), ...
     auto const [b, len] = range(j);
     if (j != ur)
       (void)detail::recv_checked(t, static_cast<int>(j), ctx.tag + 1, ws.final[j], d,
                                  {.tensor = ctx.tensor, .step = ctx.step, .extent = len}, what, ctx);
-  }
-  for (std::size_t j = 0; j < w; ++j) {
-    auto const [b, len] = range(j);
     try {
       codec.decode(std::span<std::byte const>(ws.final[j]), detail::encode_ctx(ctx, static_cast<int>(j), 1 + w + j),
                    ws.decode, out.subspan(b, len));

@@ -42,31 +42,41 @@ struct allgather_workspace {
 
 namespace detail {
 
-/// Allgather of variable-size messages: this rank's message goes to every peer at once (no
-/// store-and-forward, so a slow hop delays only its own message) and peers' messages are received
-/// in rank order; after it ws.messages[j] holds rank j's bytes. Each rank sends and receives
+/// Allgather of variable-size messages, in two halves so that a caller can work while the bytes
+/// are on the wire: start_exchange sends this rank's message (ws.messages[rank]) to every peer at
+/// once, right neighbour first (no store-and-forward, so a slow hop delays only its own message);
+/// recv_message then receives rank p's message into ws.messages[p]. Each rank sends and receives
 /// (N-1) messages, the volume of a ring allgather.
 template <Transport T, class C>
-void exchange_messages(T& t, allgather_workspace<C>& ws, collective_context const& ctx, deadline d, std::size_t extent,
-                       char const* what) {
+std::vector<typename T::request> start_exchange(T& t, allgather_workspace<C>& ws, collective_context const& ctx,
+                                                char const* what) {
   int const world = t.size(), r = t.rank();
-  auto const ur = static_cast<std::size_t>(r);
-  wire::expectation const expect{.tensor = ctx.tensor, .step = ctx.step, .extent = extent};
+  auto const& mine = ws.messages[static_cast<std::size_t>(r)];
   ws.sent_bytes = ws.received_bytes = 0;
   std::vector<typename T::request> reqs;
   reqs.reserve(static_cast<std::size_t>(world));
-  for (int k = 1; k < world; ++k) {  // start with the right neighbour, as a ring would
-    int const p = (r + k) % world;
-    reqs.push_back(start_send(t, p, ctx.tag, ws.messages[ur], what, ctx));
-    ws.sent_bytes += ws.messages[ur].size();
-  }
   for (int k = 1; k < world; ++k) {
-    int const p = (r - k + world) % world;
-    (void)recv_checked(t, p, ctx.tag, ws.messages[static_cast<std::size_t>(p)], d, expect, what, ctx);
-    ws.received_bytes += ws.messages[static_cast<std::size_t>(p)].size();
+    reqs.push_back(start_send(t, (r + k) % world, ctx.tag, mine, what, ctx));
+    ws.sent_bytes += mine.size();
   }
+  return reqs;
+}
+
+template <Transport T, class C>
+void recv_message(T& t, allgather_workspace<C>& ws, int peer, collective_context const& ctx, deadline d,
+                  std::size_t extent, char const* what) {
+  wire::expectation const expect{.tensor = ctx.tensor, .step = ctx.step, .extent = extent};
+  auto& buf = ws.messages[static_cast<std::size_t>(peer)];
+  (void)recv_checked(t, peer, ctx.tag, buf, d, expect, what, ctx);
+  ws.received_bytes += buf.size();
+}
+
+/// Waits for the sends of start_exchange (request i went to rank + i + 1).
+template <Transport T>
+void finish_exchange(T& t, std::vector<typename T::request>& reqs, collective_context const& ctx, deadline d,
+                     char const* what) {
   for (std::size_t i = 0; i < reqs.size(); ++i)
-    wait_send(t, reqs[i], (r + static_cast<int>(i) + 1) % world, d, what, ctx);
+    wait_send(t, reqs[i], (t.rank() + static_cast<int>(i) + 1) % t.size(), d, what, ctx);
 }
 
 }  // namespace detail
@@ -78,14 +88,17 @@ constexpr std::size_t sparse_allgather_bytes(std::size_t message_bytes, int worl
 
 namespace detail {
 
+// Sends first; the output is cleared while the messages travel, and each message is added as soon
+// as it and those of lower ranks are in (sums in rank order, so every rank gets the same bits).
 template <Transport T, class C>
 void allgather_sum_dense(T& t, C const& codec, std::span<float> out, collective_context const& ctx,
                          allgather_workspace<C>& ws, deadline d) {
   char const* const what = "sparse_allgather";
   int const world = t.size(), r = t.rank();
-  if (world > 1) detail::exchange_messages(t, ws, ctx, d, out.size(), what);
+  auto reqs = detail::start_exchange(t, ws, ctx, what);
   std::fill(out.begin(), out.end(), 0.0f);
   for (int j = 0; j < world; ++j) {
+    if (j != r) detail::recv_message(t, ws, j, ctx, d, out.size(), what);
     try {
       codec.decode_add(std::span<std::byte const>(ws.messages[static_cast<std::size_t>(j)]), detail::encode_ctx(ctx, j),
                        ws.decode, out);
@@ -93,6 +106,7 @@ void allgather_sum_dense(T& t, C const& codec, std::span<float> out, collective_
       detail::rethrow_with(e, what, ctx, r, j);
     }
   }
+  detail::finish_exchange(t, reqs, ctx, d, what);
 }
 
 }  // namespace detail
@@ -207,9 +221,10 @@ void sparse_allgather(T& t, C const& codec, std::span<float const> in, sparse_bu
   ws.messages.resize(w);
   ws.parts.resize(w);
   detail::encode_into(codec, in, detail::encode_ctx(ctx, r), ws.encode, ws.messages[static_cast<std::size_t>(r)]);
-  if (world > 1) detail::exchange_messages(t, ws, ctx, d, in.size(), what);
+  auto reqs = detail::start_exchange(t, ws, ctx, what);
   std::size_t block = 0;
-  for (std::size_t j = 0; j < w; ++j) {
+  for (std::size_t j = 0; j < w; ++j) {  // each message is decoded while later ones travel
+    if (j != static_cast<std::size_t>(r)) detail::recv_message(t, ws, static_cast<int>(j), ctx, d, in.size(), what);
     try {
       codec.decode_sparse(std::span<std::byte const>(ws.messages[j]), detail::encode_ctx(ctx, static_cast<int>(j)),
                           ws.decode, ws.parts[j]);
@@ -223,6 +238,7 @@ void sparse_allgather(T& t, C const& codec, std::span<float const> in, sparse_bu
       detail::rethrow_with(e, what, ctx, r, static_cast<int>(j));
     }
   }
+  detail::finish_exchange(t, reqs, ctx, d, what);
   detail::merge_sum(std::span<sparse_buffer<float> const>(ws.parts), in.size(), block, out, ws, opt.dense_above);
 }
 

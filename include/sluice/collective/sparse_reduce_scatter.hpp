@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include <sluice/collective/concepts.hpp>
@@ -62,11 +63,14 @@ inline void read_sparse_frame(wire::frame const& f, std::size_t extent, std::siz
 
 }  // namespace detail
 
-/// Core of the collective: on return ws.ranges[j] holds the reduced entries of range j on every rank.
-template <Transport T, class C>
-requires SparseCodec<C, float>
-void sparse_reduce_scatter_ranges(T& t, C const& codec, std::span<float const> in, collective_context const& ctx,
-                                  reduce_scatter_workspace<C>& ws, sparse_allgather_options const& opt = {}) {
+namespace detail {
+
+/// The collective with two hooks for work that overlaps the wire: `idle()` runs once the reduce
+/// phase's messages are on their way, `range_ready(j)` as soon as ws.ranges[j] is final.
+template <Transport T, class C, class Idle, class RangeReady>
+void sparse_reduce_scatter_core(T& t, C const& codec, std::span<float const> in, collective_context const& ctx,
+                                reduce_scatter_workspace<C>& ws, sparse_allgather_options const& opt, Idle&& idle,
+                                RangeReady&& range_ready) {
   char const* const what = "sparse_reduce_scatter";
   int const world = t.size(), r = t.rank();
   auto const w = static_cast<std::size_t>(world), ur = static_cast<std::size_t>(r);
@@ -104,7 +108,8 @@ void sparse_reduce_scatter_ranges(T& t, C const& codec, std::span<float const> i
   // Reduce phase: my entries in range j go to rank j.
   std::vector<typename T::request> reqs;
   reqs.reserve(2 * w);
-  for (std::size_t j = 0; j < w; ++j) {
+  for (std::size_t k = 1; k <= w; ++k) {  // right neighbour first, mine last
+    std::size_t const j = (ur + k) % w;
     std::size_t const a = cut(j), b = j + 1 == w ? idx.size() : cut(j + 1);
     if (j == ur) {
       ws.parts[ur].reset(n, block);
@@ -119,6 +124,7 @@ void sparse_reduce_scatter_ranges(T& t, C const& codec, std::span<float const> i
     reqs.push_back(detail::start_send(t, static_cast<int>(j), ctx.tag, ws.send[j], what, ctx));
     ws.sent_bytes += ws.send[j].size();
   }
+  idle();
   std::size_t const lo = detail::part_begin(blocks, w, ur), hi = detail::part_begin(blocks, w, ur + 1);
   for (std::size_t j = 0; j < w; ++j) {
     if (j == ur) continue;
@@ -134,12 +140,12 @@ void sparse_reduce_scatter_ranges(T& t, C const& codec, std::span<float const> i
   reqs.clear();
   // Allgather phase: my reduced range to everyone; everyone (me too) reads the same bytes.
   detail::write_sparse_frame(ws.send[ur], ws.reduced.indices(), ws.reduced.values(), block, head);
-  for (std::size_t j = 0; j < w; ++j)
-    if (j != ur) {
-      reqs.push_back(detail::start_send(t, static_cast<int>(j), ctx.tag + 1, ws.send[ur], what, ctx));
-      ws.sent_bytes += ws.send[ur].size();
-    }
-  for (std::size_t j = 0; j < w; ++j) {
+  for (std::size_t k = 1; k < w; ++k) {
+    reqs.push_back(detail::start_send(t, static_cast<int>((ur + k) % w), ctx.tag + 1, ws.send[ur], what, ctx));
+    ws.sent_bytes += ws.send[ur].size();
+  }
+  for (std::size_t k = 0; k < w; ++k) {
+    std::size_t const j = (ur + w - k) % w;  // mine while the others travel, then my left neighbour's, ...
     std::size_t const jlo = detail::part_begin(blocks, w, j), jhi = detail::part_begin(blocks, w, j + 1);
     try {
       wire::frame f = j == ur
@@ -149,8 +155,20 @@ void sparse_reduce_scatter_ranges(T& t, C const& codec, std::span<float const> i
     } catch (error const& e) {
       detail::rethrow_with(e, what, ctx, r, static_cast<int>(j));
     }
+    range_ready(j);
   }
   for (auto& q : reqs) detail::wait_send(t, q, -1, d, what, ctx);
+}
+
+}  // namespace detail
+
+/// Core of the collective: on return ws.ranges[j] holds the reduced entries of range j on every rank.
+template <Transport T, class C>
+requires SparseCodec<C, float>
+void sparse_reduce_scatter_ranges(T& t, C const& codec, std::span<float const> in, collective_context const& ctx,
+                                  reduce_scatter_workspace<C>& ws, sparse_allgather_options const& opt = {}) {
+  detail::sparse_reduce_scatter_core(
+      t, codec, in, ctx, ws, opt, [] {}, [](std::size_t) {});
 }
 
 /// Sums the sparse codec's messages over ranks into `out` (dense). Every rank gets the same bits.
@@ -161,9 +179,10 @@ void sparse_reduce_scatter(T& t, C const& codec, std::span<float const> in, std:
                            sparse_allgather_options const& opt = {}) {
   require(out.size() == in.size(), errc::size_mismatch,
           "sparse_reduce_scatter: tensor {}: output of {} for input of {}", ctx.tensor, out.size(), in.size());
-  sparse_reduce_scatter_ranges(t, codec, in, ctx, ws, opt);
-  std::fill(out.begin(), out.end(), 0.0f);
-  for (auto const& part : ws.ranges) scatter(part.view(), out, false);
+  // `in` is read only before idle(), so `out` may alias it; cleared and filled while bytes travel.
+  detail::sparse_reduce_scatter_core(
+      t, codec, in, ctx, ws, opt, [&] { std::fill(out.begin(), out.end(), 0.0f); },
+      [&](std::size_t j) { scatter(std::as_const(ws.ranges[j]).view(), out, false); });
 }
 
 /// As above, into a sparse result (the ranges concatenated; sorted because ranges are ordered).
