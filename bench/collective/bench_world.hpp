@@ -69,14 +69,17 @@ inline std::vector<float> rank_gradient(int rank, std::size_t n) {
   return g;
 }
 
-/// Times `step` (one collective call) for the benchmark's fixed iterations, with a barrier before each
-/// outside the timing, and reports wire_bytes (what this rank sent per call), and with a known link
+/// Times `step` (one collective call) for the benchmark's fixed iterations, after one untimed call
+/// (workspaces sized, pages touched, connections warm: the steady state of a training loop), with a
+/// barrier before each outside the timing, and reports wire_bytes (what this rank sent per call), and with a known link
 /// rate bound_s = wire bytes / link rate and frac_of_bound = bound / measured time.
 template <class T, class Step>
 void run_net(benchmark::State& state, T& t, Step&& step) {
   using clock = std::chrono::steady_clock;
   double total = 0;
   std::size_t wire = 0;
+  t.barrier(deadline::after(std::chrono::seconds(120)));
+  (void)step();
   for (auto _ : state) {
     state.PauseTiming();
     t.barrier(deadline::after(std::chrono::seconds(120)));
