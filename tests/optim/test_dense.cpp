@@ -2,6 +2,10 @@
 // shadows, bf16 states and step_all.
 #include <doctest/doctest.h>
 
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -250,3 +254,61 @@ TEST_CASE("distinct tensors step concurrently from different threads") {
     CHECK(ps[k] == qs[k]);
   }
 }
+
+#if SLUICE_OPTIM_HAVE_AVX2_TARGET
+TEST_CASE("the fused AVX2 Adam loops equal the portable tile passes bit for bit") {
+  if (!detail::optim::philox_lanes::cpu_has_avx2()) return;
+  using detail::optim::adam_kernel;
+  std::size_t const n = 1003;  // not a multiple of 8 or 16: covers the scalar tails
+  // Edge values among the random ones: zero and huge gradients, zero moments, NaN, infinity.
+  auto edge = [](std::vector<float> v) {
+    v[0] = 0.0f, v[1] = -0.0f, v[2] = 3e38f, v[3] = std::numeric_limits<float>::infinity();
+    v[4] = std::numeric_limits<float>::quiet_NaN(), v[5] = 1e-40f;
+    return v;
+  };
+  for (int variant = 0; variant < 3; ++variant) {
+    CAPTURE(variant);
+    adam_kernel const k(1e-2, 0.9, 0.999, 1e-8, variant == 0 ? 0.0 : 1e-2, variant == 2, 7);
+    auto const g = edge(random_floats(n, 40));
+    auto p1 = random_floats(n, 41), m1 = random_floats(n, 42, 1e-2f), v1 = random_floats(n, 43, 1e-4f);
+    for (auto& x : v1) x = std::abs(x);
+    v1[6] = 0.0f;
+    auto p2 = p1, m2 = m1, v2 = v1;
+    std::vector<float> tmp(n);
+    float* mp1[2] = {m1.data(), v1.data()};
+    k.core_portable(p1.data(), g.data(), mp1, tmp.data(), n);
+    k.core_avx2(p2.data(), g.data(), m2.data(), v2.data(), n);
+    for (std::size_t i = 0; i < n; ++i) {
+      REQUIRE(std::bit_cast<std::uint32_t>(p1[i]) == std::bit_cast<std::uint32_t>(p2[i]));
+      REQUIRE(std::bit_cast<std::uint32_t>(m1[i]) == std::bit_cast<std::uint32_t>(m2[i]));
+      REQUIRE(std::bit_cast<std::uint32_t>(v1[i]) == std::bit_cast<std::uint32_t>(v2[i]));
+    }
+    // bf16 moments: widen, portable passes, stochastic rounding with byte 0 / byte 1 of rnd.
+    std::vector<std::uint16_t> mb(n), vb(n), rnd(n);
+    std::mt19937 rng(44);
+    for (std::size_t i = 0; i < n; ++i) {
+      mb[i] = detail::optim::bf16_nearest(m1[i]);
+      vb[i] = detail::optim::bf16_nearest(v1[i]);
+      rnd[i] = static_cast<std::uint16_t>(rng());
+    }
+    mb[7] = 0x7f80, vb[8] = 0xffc1;  // infinity and a negative NaN among the moments
+    auto q1 = random_floats(n, 45), q2 = q1;
+    auto mb2 = mb, vb2 = vb;
+    std::vector<float> mf(n), vf(n);
+    for (std::size_t i = 0; i < n; ++i)
+      mf[i] = detail::optim::bf16_to_float(mb[i]), vf[i] = detail::optim::bf16_to_float(vb[i]);
+    float* mp[2] = {mf.data(), vf.data()};
+    k.core_portable(q1.data(), g.data(), mp, tmp.data(), n);
+    for (std::size_t i = 0; i < n; ++i) {
+      mb[i] = detail::optim::bf16_stochastic(mf[i], (std::uint32_t{rnd[i]} << 24) & 0xff000000u);
+      vb[i] = detail::optim::bf16_stochastic(vf[i], (std::uint32_t{rnd[i]} << 16) & 0xff000000u);
+    }
+    k.core_bf16_avx2(q2.data(), g.data(), mb2.data(), vb2.data(), rnd.data(), n);
+    for (std::size_t i = 0; i < n; ++i) {
+      REQUIRE(std::bit_cast<std::uint32_t>(q1[i]) == std::bit_cast<std::uint32_t>(q2[i]));
+      REQUIRE(mb[i] == mb2[i]);
+      REQUIRE(vb[i] == vb2[i]);
+    }
+  }
+}
+#endif

@@ -2,7 +2,9 @@
 // regular printable values.
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -15,40 +17,58 @@ using namespace sluice::test;
 
 static_assert(Optimizer<sgd> && Optimizer<adam> && Optimizer<adamw>);
 static_assert(!Optimizer<int>);
+// Moment arrays of large states are not a multiple of 4 KiB apart (L1 sets) nor of 2^28 bytes
+// (Zen's way-predictor hash); small ones are packed.
+static_assert(detail::optim::moment_stride(std::size_t{1} << 26, 4) * 4 % 4096 != 0);
+static_assert(detail::optim::moment_stride(std::size_t{1} << 26, 2) * 2 % 4096 != 0);
+static_assert(detail::optim::moment_stride(1000, 4) == 1000);
 
 TEST_CASE_TEMPLATE("save/restore is bit-exact and training continues identically", O, sgd, adam, adamw) {
-  for (auto states : {element_type::f32, element_type::bf16})
-    for (auto mode : {sparse_mode::lazy, sparse_mode::catch_up}) {
-      O o{};
-      o.lr = 1e-2;
-      if constexpr (std::is_same_v<O, sgd>) o.momentum = 0.9;
-      o.state_type = states;
-      o.sparse = mode;
-      o.seed = 77;
-      std::size_t const n = 513;
-      auto p = random_floats(n, 1);
-      optimizer_state<O> s(o, n, 6);
-      for (int t = 0; t < 5; ++t) {
-        auto const g = make_sparse(n, 0.3, 100 + static_cast<std::uint32_t>(t));
-        o.step(s, p, sparse_view<float const>{g.indices, g.values, n, 1});
+  // 513 elements: packed moment arrays; 40000: padded apart (detail::optim::moment_stride), which
+  // the saved image leaves out.
+  for (std::size_t const n : {std::size_t{513}, std::size_t{40000}})
+    for (auto states : {element_type::f32, element_type::bf16})
+      for (auto mode : {sparse_mode::lazy, sparse_mode::catch_up}) {
+        CAPTURE(n);
+        O o{};
+        o.lr = 1e-2;
+        if constexpr (std::is_same_v<O, sgd>) o.momentum = 0.9;
+        o.state_type = states;
+        o.sparse = mode;
+        o.seed = 77;
+        auto p = random_floats(n, 1);
+        optimizer_state<O> s(o, n, 6);
+        for (int t = 0; t < 5; ++t) {
+          auto const g = make_sparse(n, 0.3, 100 + static_cast<std::uint32_t>(t));
+          o.step(s, p, sparse_view<float const>{g.indices, g.values, n, 1});
+        }
+        auto const bytes = s.save();
+        CHECK(bytes.size() == s.saved_bytes());
+        // Image: 30-byte header, then moment 0's n values, moment 1's n values, then the counters.
+        std::size_t const elem = states == element_type::f32 ? 4 : 2, nm = o.layout().moments;
+        CHECK(bytes.size() == 30 + nm * n * elem + (mode == sparse_mode::catch_up ? 4 * n : 0));
+        for (std::size_t k = 0; k < nm; ++k)
+          for (std::size_t i : {std::size_t{0}, n / 2, n - 1}) {
+            std::uint32_t bits = 0;
+            std::memcpy(&bits, bytes.data() + 30 + (k * n + i) * elem, elem);
+            float const saved = elem == 4 ? std::bit_cast<float>(bits) : std::bit_cast<float>(bits << 16);
+            CHECK(std::bit_cast<std::uint32_t>(saved) == std::bit_cast<std::uint32_t>(s.moment(k, i)));
+          }
+        optimizer_state<O> r;
+        r.restore(bytes);
+        CHECK(r == s);
+        CHECK(r.save() == bytes);
+        CHECK(r.step() == 5);
+        CHECK(r.tensor() == 6);
+        auto q = p;
+        for (int t = 0; t < 5; ++t) {
+          auto const g = random_floats(n, 200 + static_cast<std::uint32_t>(t));
+          o.step(s, p, g);
+          o.step(r, q, g);
+        }
+        CHECK(p == q);
+        CHECK(r == s);
       }
-      auto const bytes = s.save();
-      CHECK(bytes.size() == s.saved_bytes());
-      optimizer_state<O> r;
-      r.restore(bytes);
-      CHECK(r == s);
-      CHECK(r.save() == bytes);
-      CHECK(r.step() == 5);
-      CHECK(r.tensor() == 6);
-      auto q = p;
-      for (int t = 0; t < 5; ++t) {
-        auto const g = random_floats(n, 200 + static_cast<std::uint32_t>(t));
-        o.step(s, p, g);
-        o.step(r, q, g);
-      }
-      CHECK(p == q);
-      CHECK(r == s);
-    }
 }
 
 TEST_CASE("restore rejects malformed bytes and leaves the state unchanged") {

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <new>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -38,6 +39,34 @@ struct state_layout {
 
 namespace detail::optim {
 struct state_access;
+
+/// Allocates on 64-byte boundaries, so a tile of moments starts on a cache line.
+template <class T>
+struct line_allocator {
+  using value_type = T;
+  line_allocator() = default;
+  template <class U>
+  constexpr line_allocator(line_allocator<U> const&) noexcept {}  // NOLINT(google-explicit-constructor)
+  T* allocate(std::size_t n) { return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{64})); }
+  void deallocate(T* p, std::size_t) noexcept { ::operator delete (p, std::align_val_t{64}); }
+  template <class U>
+  friend constexpr bool operator==(line_allocator const&, line_allocator<U> const&) noexcept {
+    return true;
+  }
+};
+
+/// Elements from the start of one moment array to the next, for n elements of `elem` bytes.
+/// Moments of one element must not sit a multiple of 2^28 bytes apart (as they did at n = 2^26
+/// fp32): AMD Zen's L1D way predictor tags a line by a hash of linear-address bits 12-27, so two
+/// lines in the same set with equal hashes evict each other on every access, and the dense Adam
+/// step ran at 3x its memory time (m[i] and v[i] fought over one way). Large arrays are therefore
+/// padded to a page plus 4 KiB + 17 cache lines: m[i] and v[i] then fall in different L1 sets and
+/// differ in address bit 12. Arrays under 64 KiB are packed (no such distance, little to pad).
+constexpr std::size_t moment_stride(std::size_t n, std::size_t elem) noexcept {
+  std::size_t const bytes = n * elem;
+  if (bytes < (std::size_t{64} << 10)) return n;
+  return ((bytes + 4095) / 4096 * 4096 + 4096 + 17 * 64) / elem;
+}
 }  // namespace detail::optim
 
 /// The state of optimizer O for one tensor (or one fused bucket) of n elements with fp32 master
@@ -63,10 +92,13 @@ class optimizer_state {
             layout.moments);
     require(layout.moment_type == element_type::f32 || layout.moment_type == element_type::bf16, errc::unsupported,
             "optimizer_state (tensor {}): moments must be f32 or bf16, not {}", tensor, to_string(layout.moment_type));
-    if (layout.moment_type == element_type::f32)
-      f32_.assign(layout.moments * n, 0.0f);
-    else
-      bf16_.assign(layout.moments * n, std::uint16_t{0});
+    if (layout.moment_type == element_type::f32) {
+      stride_ = detail::optim::moment_stride(n, 4);
+      f32_.assign(layout.moments * stride_, 0.0f);
+    } else {
+      stride_ = detail::optim::moment_stride(n, 2);
+      bf16_.assign(layout.moments * stride_, std::uint16_t{0});
+    }
     if (layout.per_entry_steps) last_.assign(n, 0u);
   }
 
@@ -81,8 +113,8 @@ class optimizer_state {
 
   /// Moment k of element i, widened to float. k < layout().moments.
   [[nodiscard]] float moment(std::size_t k, std::size_t i) const noexcept {
-    if (layout_.moment_type == element_type::f32) return f32_[k * size_ + i];
-    return std::bit_cast<float>(static_cast<std::uint32_t>(bf16_[k * size_ + i]) << 16);
+    if (layout_.moment_type == element_type::f32) return f32_[k * stride_ + i];
+    return std::bit_cast<float>(static_cast<std::uint32_t>(bf16_[k * stride_ + i]) << 16);
   }
   /// The last step at which element i was brought up to date (catch_up states only; else step()).
   [[nodiscard]] std::uint64_t last_step(std::size_t i) const noexcept {
@@ -91,7 +123,8 @@ class optimizer_state {
 
   /// Bytes save() writes.
   [[nodiscard]] std::size_t saved_bytes() const noexcept {
-    return header_bytes + f32_.size() * 4 + bf16_.size() * 2 + last_.size() * 4;
+    std::size_t const elem = layout_.moment_type == element_type::f32 ? 4 : 2;
+    return header_bytes + layout_.moments * size_ * elem + last_.size() * 4;
   }
 
   /// The whole state as little-endian bytes; restore() reads them back bit-exactly.
@@ -111,13 +144,16 @@ class optimizer_state {
     put(tensor_);
     put(static_cast<std::uint64_t>(size_));
     put(step_);
-    auto bytes = [&w](auto const& vec) {
-      if (!vec.empty()) std::memcpy(w, vec.data(), vec.size() * sizeof(vec[0]));
-      w += vec.size() * sizeof(vec[0]);
+    // Moment k's size_ elements, then moment k+1's: the padding between arrays is not saved.
+    auto bytes = [&w](auto const* src, std::size_t count) {
+      if (count != 0) std::memcpy(w, src, count * sizeof(*src));
+      w += count * sizeof(*src);
     };
-    bytes(f32_);
-    bytes(bf16_);
-    bytes(last_);
+    for (std::size_t k = 0; k < layout_.moments; ++k) {
+      if (!f32_.empty()) bytes(f32_.data() + k * stride_, size_);
+      if (!bf16_.empty()) bytes(bf16_.data() + k * stride_, size_);
+    }
+    bytes(last_.data(), last_.size());
     return out;
   }
 
@@ -153,13 +189,15 @@ class optimizer_state {
             need);
     optimizer_state s(state_layout{moments, static_cast<element_type>(type), per_entry == 1}, nn, tensor);
     s.step_ = step;
-    auto bytes = [&r](auto& vec) {
-      if (!vec.empty()) std::memcpy(vec.data(), r, vec.size() * sizeof(vec[0]));
-      r += vec.size() * sizeof(vec[0]);
+    auto bytes = [&r](auto* dst, std::size_t count) {
+      if (count != 0) std::memcpy(dst, r, count * sizeof(*dst));
+      r += count * sizeof(*dst);
     };
-    bytes(s.f32_);
-    bytes(s.bf16_);
-    bytes(s.last_);
+    for (std::size_t k = 0; k < s.layout_.moments; ++k) {
+      if (!s.f32_.empty()) bytes(s.f32_.data() + k * s.stride_, nn);
+      if (!s.bf16_.empty()) bytes(s.bf16_.data() + k * s.stride_, nn);
+    }
+    bytes(s.last_.data(), s.last_.size());
     *this = std::move(s);
   }
 
@@ -175,8 +213,9 @@ class optimizer_state {
   std::size_t size_ = 0;
   std::uint32_t tensor_ = 0;
   std::uint64_t step_ = 0;
-  std::vector<float> f32_{};           // moments, moment k of element i at [k * size + i]
-  std::vector<std::uint16_t> bf16_{};  // bf16 bit patterns, same order
+  std::size_t stride_ = 0;  // elements between moment arrays (detail::optim::moment_stride); padding stays 0
+  std::vector<float, detail::optim::line_allocator<float>> f32_{};  // moment k of element i at [k * stride_ + i]
+  std::vector<std::uint16_t, detail::optim::line_allocator<std::uint16_t>> bf16_{};  // bf16 bit patterns, same
   std::vector<std::uint32_t> last_{};  // per-entry last step (catch_up only)
 };
 

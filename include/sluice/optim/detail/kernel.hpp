@@ -54,11 +54,11 @@ inline constexpr std::size_t tile = 256;
 struct state_access {
   template <class S>
   static float* f32(S& s, std::size_t k) noexcept {
-    return s.f32_.empty() ? nullptr : s.f32_.data() + k * s.size_;
+    return s.f32_.empty() ? nullptr : s.f32_.data() + k * s.stride_;
   }
   template <class S>
   static std::uint16_t* bf16(S& s, std::size_t k) noexcept {
-    return s.bf16_.empty() ? nullptr : s.bf16_.data() + k * s.size_;
+    return s.bf16_.empty() ? nullptr : s.bf16_.data() + k * s.stride_;
   }
   template <class S>
   static std::uint32_t* last(S& s) noexcept {
@@ -131,8 +131,10 @@ struct philox_lanes {
     // Eight blocks per iteration where the CPU has AVX2 (checked at run time; the build may
     // target baseline x86-64), else four in SSE2 lanes. GCC vectorizes the plain loop with 64-bit
     // lanes only (2 blocks per vector), which made Philox the bottleneck of bf16 states.
-    if (cpu_has_avx2())
-      for (; j + 8 <= blocks; j += 8) words_avx2(first + j, out + 4 * j);
+    if (cpu_has_avx2()) {
+      for (; j + 16 <= blocks; j += 16) words_avx2<2>(first + j, out + 4 * j);
+      for (; j + 8 <= blocks; j += 8) words_avx2<1>(first + j, out + 4 * j);
+    }
 #endif
 #if defined(__SSE2__)
     for (; j + 4 <= blocks; j += 4) words_sse2(first + j, out + 4 * j);
@@ -169,38 +171,50 @@ struct philox_lanes {
     return yes;
   }
 
+  // G groups of eight blocks per call, interleaved round by round: one group is a chain of ten
+  // dependent multiply rounds (latency-bound, ~1 cycle per element); two keep the pipes busy.
+  template <int G>
   __attribute__((target("avx2"))) void words_avx2(std::uint64_t first, std::uint32_t* out) const noexcept {
     auto const f = static_cast<int>(static_cast<std::uint32_t>(first));
-    __m256i x0 = _mm256_add_epi32(_mm256_set1_epi32(f), _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0));
-    __m256i x1 = _mm256_set1_epi32(static_cast<int>(step)), x2 = _mm256_set1_epi32(static_cast<int>(tensor)),
-            x3 = _mm256_set1_epi32(static_cast<int>(rank));
+    __m256i x0[G], x1[G], x2[G], x3[G];
+    for (int q = 0; q < G; ++q) {
+      x0[q] = _mm256_add_epi32(_mm256_set1_epi32(f + 8 * q), _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0));
+      x1[q] = _mm256_set1_epi32(static_cast<int>(step));
+      x2[q] = _mm256_set1_epi32(static_cast<int>(tensor));
+      x3[q] = _mm256_set1_epi32(static_cast<int>(rank));
+    }
     __m256i const m0 = _mm256_set1_epi32(static_cast<int>(0xD2511F53u));
     __m256i const m1 = _mm256_set1_epi32(static_cast<int>(0xCD9E8D57u));
-    __m256i const low32 = _mm256_set1_epi64x(0xffffffffll);
     std::uint32_t ka = k0, kb = k1;
     for (int round = 0; round < 10; ++round) {
-      __m256i const e0 = _mm256_mul_epu32(x0, m0), o0 = _mm256_mul_epu32(_mm256_srli_epi64(x0, 32), m0);
-      __m256i const e1 = _mm256_mul_epu32(x2, m1), o1 = _mm256_mul_epu32(_mm256_srli_epi64(x2, 32), m1);
-      __m256i const lo0 = _mm256_or_si256(_mm256_and_si256(e0, low32), _mm256_slli_epi64(o0, 32));
-      __m256i const hi0 = _mm256_or_si256(_mm256_srli_epi64(e0, 32), _mm256_andnot_si256(low32, o0));
-      __m256i const lo1 = _mm256_or_si256(_mm256_and_si256(e1, low32), _mm256_slli_epi64(o1, 32));
-      __m256i const hi1 = _mm256_or_si256(_mm256_srli_epi64(e1, 32), _mm256_andnot_si256(low32, o1));
-      x0 = _mm256_xor_si256(_mm256_xor_si256(hi1, x1), _mm256_set1_epi32(static_cast<int>(ka)));
-      x1 = lo1;
-      x2 = _mm256_xor_si256(_mm256_xor_si256(hi0, x3), _mm256_set1_epi32(static_cast<int>(kb)));
-      x3 = lo0;
+      __m256i const va = _mm256_set1_epi32(static_cast<int>(ka)), vb = _mm256_set1_epi32(static_cast<int>(kb));
+      for (int q = 0; q < G; ++q) {
+        // 64-bit products of the even lanes and of the odd lanes; blends pick each lane's half.
+        __m256i const e0 = _mm256_mul_epu32(x0[q], m0), o0 = _mm256_mul_epu32(_mm256_srli_epi64(x0[q], 32), m0);
+        __m256i const e1 = _mm256_mul_epu32(x2[q], m1), o1 = _mm256_mul_epu32(_mm256_srli_epi64(x2[q], 32), m1);
+        __m256i const lo0 = _mm256_blend_epi32(e0, _mm256_slli_epi64(o0, 32), 0xaa);
+        __m256i const hi0 = _mm256_blend_epi32(_mm256_srli_epi64(e0, 32), o0, 0xaa);
+        __m256i const lo1 = _mm256_blend_epi32(e1, _mm256_slli_epi64(o1, 32), 0xaa);
+        __m256i const hi1 = _mm256_blend_epi32(_mm256_srli_epi64(e1, 32), o1, 0xaa);
+        x0[q] = _mm256_xor_si256(_mm256_xor_si256(hi1, x1[q]), va);
+        x1[q] = lo1;
+        x2[q] = _mm256_xor_si256(_mm256_xor_si256(hi0, x3[q]), vb);
+        x3[q] = lo0;
+      }
       ka += 0x9E3779B9u;
       kb += 0xBB67AE85u;
     }
-    __m256i const t0 = _mm256_unpacklo_epi32(x0, x1), t1 = _mm256_unpacklo_epi32(x2, x3);
-    __m256i const t2 = _mm256_unpackhi_epi32(x0, x1), t3 = _mm256_unpackhi_epi32(x2, x3);
-    __m256i const r0 = _mm256_unpacklo_epi64(t0, t1), r1 = _mm256_unpackhi_epi64(t0, t1);  // blocks 0|4, 1|5
-    __m256i const r2 = _mm256_unpacklo_epi64(t2, t3), r3 = _mm256_unpackhi_epi64(t2, t3);  // blocks 2|6, 3|7
-    auto* o = reinterpret_cast<__m256i*>(out);
-    _mm256_storeu_si256(o, _mm256_permute2x128_si256(r0, r1, 0x20));
-    _mm256_storeu_si256(o + 1, _mm256_permute2x128_si256(r2, r3, 0x20));
-    _mm256_storeu_si256(o + 2, _mm256_permute2x128_si256(r0, r1, 0x31));
-    _mm256_storeu_si256(o + 3, _mm256_permute2x128_si256(r2, r3, 0x31));
+    for (int q = 0; q < G; ++q) {
+      __m256i const t0 = _mm256_unpacklo_epi32(x0[q], x1[q]), t1 = _mm256_unpacklo_epi32(x2[q], x3[q]);
+      __m256i const t2 = _mm256_unpackhi_epi32(x0[q], x1[q]), t3 = _mm256_unpackhi_epi32(x2[q], x3[q]);
+      __m256i const r0 = _mm256_unpacklo_epi64(t0, t1), r1 = _mm256_unpackhi_epi64(t0, t1);  // blocks 0|4, 1|5
+      __m256i const r2 = _mm256_unpacklo_epi64(t2, t3), r3 = _mm256_unpackhi_epi64(t2, t3);  // blocks 2|6, 3|7
+      auto* o = reinterpret_cast<__m256i*>(out + 32 * q);
+      _mm256_storeu_si256(o, _mm256_permute2x128_si256(r0, r1, 0x20));
+      _mm256_storeu_si256(o + 1, _mm256_permute2x128_si256(r2, r3, 0x20));
+      _mm256_storeu_si256(o + 2, _mm256_permute2x128_si256(r0, r1, 0x31));
+      _mm256_storeu_si256(o + 3, _mm256_permute2x128_si256(r2, r3, 0x31));
+    }
   }
 #endif
 
@@ -316,6 +330,14 @@ inline void prefetch_element(tensor_refs const& r, std::size_t nm, std::size_t i
 #endif
 }
 
+/// Kernels with a fused one-pass bf16-moment step (core_bf16_avx2).
+template <class K>
+concept fused_bf16_kernel = requires(K const& k, float* p, float const* g, std::uint16_t* b, std::uint16_t const* r) {
+  k.core_bf16_avx2(p, g, b, b, r, std::size_t{});
+};
+template <class K>
+inline constexpr bool has_fused_bf16 = SLUICE_OPTIM_HAVE_AVX2_TARGET&& fused_bf16_kernel<K>;
+
 /// Processes elements [base, base + len) contiguously: moments (loaded to float when bf16),
 /// catch-up of skipped steps to `target`, the kernel's update with gradient g (nullptr: catch-up
 /// only), per-entry counters, stochastic-rounding stores and the shadow, one tile at a time.
@@ -330,6 +352,19 @@ void run_contiguous(K const& k, tensor_refs const& r, float const* g, Sh* shadow
   for (std::size_t o = 0; o < len; o += tile) {
     std::size_t const b = base + o, n = std::min(tile, len - o);
     float* p = r.params + b;
+#if SLUICE_OPTIM_HAVE_AVX2_TARGET
+    if constexpr (Bf16 && has_fused_bf16<K>) {
+      // Lazy or dense bf16 steps with AVX2: one pass widens, steps and rounds (no catch-up).
+      if (r.last == nullptr && g != nullptr && nm == 2 && philox_lanes::cpu_has_avx2()) {
+        std::uint64_t const first = b >> 3, last_block = (b + n - 1) >> 3;
+        r.rs.words(first, static_cast<std::size_t>(last_block - first + 1), words);
+        k.core_bf16_avx2(p, g + o, r.mb[0] + b, r.mb[1] + b, reinterpret_cast<std::uint16_t const*>(words) + (b & 7),
+                         n);
+        if constexpr (!std::is_same_v<Sh, no_shadow>) write_shadow(shadow + b, p, n);
+        continue;
+      }
+    }
+#endif
     float* m[2] = {nullptr, nullptr};
     for (std::size_t j = 0; j < nm; ++j) {
       if constexpr (Bf16) {
