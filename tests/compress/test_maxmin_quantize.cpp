@@ -83,6 +83,41 @@ TEST_CASE_TEMPLATE("maxmin_quantize round-to-nearest error <= unit/2 everywhere"
       }
 }
 
+// The kernels run the baseline or the AVX2 body (ctest runs this binary both ways, see
+// SLUICE_SIMD); either must give exactly the grid and the levels of the scalar formula.
+TEST_CASE("maxmin_quantize round-to-nearest matches the scalar formula bit for bit") {
+  CAPTURE(static_cast<int>(sluice::simd_level()));
+  for (std::size_t n : {std::size_t{31}, std::size_t{1000}, std::size_t{4133}, std::size_t{70001}})
+    for (unsigned bits : {1u, 3u, 4u, 8u})
+      for (std::size_t bucket : {std::size_t{64}, std::size_t{100}, std::size_t{1024}}) {
+        CAPTURE(n);
+        CAPTURE(bits);
+        CAPTURE(bucket);
+        maxmin_quantize const c{.bits = bits, .bucket = bucket};
+        auto x = gaussian<float>(n, static_cast<unsigned>(3 * n + bits), 1e-3f);
+        x[n / 2] = 7.5f;  // one wide bucket
+        sluice::codec_workspace<maxmin_quantize, float> ws;
+        auto const msg = encode(c, x, ws, {.seed = 1});
+        auto const y = decode<float>(c, msg, n, ws);
+        float const maxq = static_cast<float>((1u << bits) - 1u);
+        std::size_t bad = 0;
+        for (std::size_t first = 0; first < n; first += bucket) {
+          std::size_t const len = std::min(bucket, n - first);
+          float mn = x[first], mx = x[first];
+          for (std::size_t j = 1; j < len; ++j) mn = std::min(mn, x[first + j]), mx = std::max(mx, x[first + j]);
+          float const unit = (mx - mn) / maxq, inv = 1.0f / unit;
+          for (std::size_t j = 0; j < len; ++j) {
+            float v = (x[first + j] - mn) * inv;  // two roundings: no FMA here either
+            v = v + 0.5f;
+            v = std::min(std::max(v, 0.0f), maxq);
+            float const expect = mn + static_cast<float>(static_cast<int>(v)) * unit;
+            bad += y[first + j] == expect ? 0 : 1;
+          }
+        }
+        CHECK(bad == 0);
+      }
+}
+
 TEST_CASE("maxmin_quantize stochastic rounding is unbiased and within one unit") {
   std::size_t const n = 300;  // three buckets of 128, the last partial
   auto const x = gaussian<float>(n, 7);

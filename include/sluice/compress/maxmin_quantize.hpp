@@ -94,10 +94,15 @@ struct maxmin_quantize {
       }
       std::array<std::uint8_t, 4096> codes;
       for (std::size_t b = b0; b < b1; ++b) {
-        auto const r = quantize_bucket(in, b, stream, codes.data());
+        std::size_t const first = b * bucket, len = std::min(bucket, n - first);
+        T const* const x = in.data() + first;
+        // The next bucket's lines are requested now, so memory keeps streaming while this bucket
+        // (already in L1) is quantized and packed.
+        if (b + 1 < b1) compress_detail::prefetch_range(x + len, std::min(bucket, n - first - len));
+        auto const r = compress_detail::maxmin_bucket_range(x, len, bits);
         std::memcpy(ranges + 8 * b, &r.min, 4);
         std::memcpy(ranges + 8 * b + 4, &r.unit, 4);
-        std::size_t const first = b * bucket, len = std::min(bucket, n - first);
+        compress_detail::maxmin_quantize_bucket(x, len, r, bits, round, stream, first, codes.data());
         compress_detail::pack_codes_at(codes.data(), len, bits, packed, first * bits);
       }
     });

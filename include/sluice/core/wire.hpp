@@ -15,10 +15,12 @@
 //    24   8  step
 //    32   8  extent (dense elements)
 //    40  32  section lengths, 4 x u64 (unused ones zero)
-//    72   8  checksum of bytes [0, 72) and the whole payload
+//    72   8  checksum of bytes [0, 72) and the whole payload (large payloads: of per-block
+//            digests computed in parallel, see detail::frame_checksum)
 //    80      sections, each followed by zero padding to a multiple of 8
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstddef>
@@ -30,6 +32,7 @@
 
 #include <sluice/core/element.hpp>
 #include <sluice/core/error.hpp>
+#include <sluice/core/parallel.hpp>
 
 namespace sluice::wire {
 
@@ -145,10 +148,36 @@ struct checksum_state {
   }
 };
 
+// Payloads up to 2 * checksum_block are hashed in one sequential pass. Larger ones are cut into at
+// most 256 blocks of at least checksum_block bytes (a size fixed by the payload length alone),
+// each block is hashed on its own (in parallel) with its index mixed into the seed, and the block
+// digests are hashed after the header, so both ends compute the same value whatever the thread
+// count, and a swap of two blocks changes it.
+inline constexpr std::size_t checksum_block = std::size_t{256} << 10;
+inline constexpr std::size_t checksum_max_blocks = 256;
+
 inline std::uint64_t frame_checksum(std::span<std::byte const> frame) noexcept {
   checksum_state s;
   s.update(frame.first(72));
-  s.update(frame.subspan(header_bytes));
+  auto const payload = frame.subspan(header_bytes);
+  if (payload.size() <= 2 * checksum_block) {
+    s.update(payload);
+    return s.finish();
+  }
+  std::size_t block = (payload.size() + checksum_max_blocks - 1) / checksum_max_blocks;
+  block = std::max(checksum_block, (block + 63) / 64 * 64);
+  std::size_t const blocks = (payload.size() + block - 1) / block;
+  std::array<std::uint64_t, checksum_max_blocks> digest;
+  parallel_chunks(blocks, 1, [&](std::size_t b0, std::size_t b1, int) {
+    for (std::size_t b = b0; b < b1; ++b) {
+      checksum_state d;
+      d.acc[0] ^= static_cast<std::uint64_t>(b) * p3;
+      d.update(payload.subspan(b * block, std::min(block, payload.size() - b * block)));
+      digest[b] = d.finish();
+    }
+  });
+  s.update(std::as_bytes(std::span(digest.data(), blocks)));
+  s.length += payload.size();
   return s.finish();
 }
 
