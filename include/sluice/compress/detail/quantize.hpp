@@ -90,6 +90,46 @@ SLUICE_TARGET_AVX2 inline std::size_t levels_f32(float const* SLUICE_RESTRICT x,
   return j;
 }
 
+/// c = g + e over whole groups of 16, with the running min and max of c and whether any c was
+/// NaN or Inf (the compensation pass of error feedback, fused with the range); returns the count.
+SLUICE_TARGET_AVX2 inline std::size_t add_range_f32(float const* SLUICE_RESTRICT g, float const* SLUICE_RESTRICT e,
+                                                    float* SLUICE_RESTRICT c, std::size_t len, float& mn, float& mx,
+                                                    bool& poisoned) noexcept {
+  __m256 mn0 = _mm256_set1_ps(mn), mn1 = mn0, mx0 = _mm256_set1_ps(mx), mx1 = mx0;
+  __m256 p0 = _mm256_setzero_ps(), p1 = p0;
+  std::size_t i = 0;
+  for (; i + 16 <= len; i += 16) {
+    __m256 const a = _mm256_add_ps(_mm256_loadu_ps(g + i), _mm256_loadu_ps(e + i));
+    __m256 const b = _mm256_add_ps(_mm256_loadu_ps(g + i + 8), _mm256_loadu_ps(e + i + 8));
+    _mm256_storeu_ps(c + i, a);
+    _mm256_storeu_ps(c + i + 8, b);
+    mn0 = _mm256_min_ps(mn0, a), mn1 = _mm256_min_ps(mn1, b);
+    mx0 = _mm256_max_ps(mx0, a), mx1 = _mm256_max_ps(mx1, b);
+    p0 = _mm256_add_ps(p0, _mm256_sub_ps(a, a)), p1 = _mm256_add_ps(p1, _mm256_sub_ps(b, b));
+  }
+  alignas(32) float l[16];
+  _mm256_store_ps(l, _mm256_min_ps(mn0, mn1));
+  _mm256_store_ps(l + 8, _mm256_max_ps(mx0, mx1));
+  for (int t = 0; t < 8; ++t) mn = l[t] < mn ? l[t] : mn, mx = l[8 + t] > mx ? l[8 + t] : mx;
+  poisoned = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_add_ps(p0, p1), _mm256_setzero_ps(), _CMP_EQ_OQ)) != 0xff;
+  return i;
+}
+
+/// e = c - (min + q * unit) over whole groups of 8 (the residual after sending levels q); returns
+/// the count.
+SLUICE_TARGET_AVX2 inline std::size_t residual_f32(float const* SLUICE_RESTRICT c,
+                                                   std::uint8_t const* SLUICE_RESTRICT q, float min, float unit,
+                                                   float* SLUICE_RESTRICT e, std::size_t len) noexcept {
+  __m256 const vmin = _mm256_set1_ps(min), vunit = _mm256_set1_ps(unit);
+  std::size_t j = 0;
+  for (; j + 8 <= len; j += 8) {
+    __m128i const b = _mm_loadl_epi64(reinterpret_cast<__m128i const*>(q + j));
+    __m256 const v = _mm256_add_ps(vmin, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b)), vunit));
+    _mm256_storeu_ps(e + j, _mm256_sub_ps(_mm256_loadu_ps(c + j), v));
+  }
+  return j;
+}
+
 }  // namespace avx2
 #endif
 
@@ -98,6 +138,14 @@ template <class T>
 inline void prefetch_range(T const* x, std::size_t len) noexcept {
   auto const* p = reinterpret_cast<char const*>(x);
   for (std::size_t o = 0; o < len * sizeof(T); o += 64) __builtin_prefetch(p + o, 0, 3);
+}
+
+/// The grid of a bucket of `len` elements with the given min and max, or the NaN grid when any
+/// element was NaN or Inf (`poisoned`).
+inline maxmin_range maxmin_grid(float mn, float mx, bool poisoned, std::size_t len, unsigned bits) noexcept {
+  if (len == 0) return {0.0f, 0.0f};
+  if (poisoned) return {std::numeric_limits<float>::quiet_NaN(), 0.0f};
+  return {mn, (mx - mn) / static_cast<float>((1u << bits) - 1u)};
 }
 
 /// The grid of a bucket for `bits` bits: min and (max - min) / (2^bits - 1). A bucket holding a NaN
@@ -138,10 +186,7 @@ inline maxmin_range maxmin_bucket_range(T const* SLUICE_RESTRICT x, std::size_t 
     mx = v > mx ? v : mx;
     p += v - v;
   }
-  bool const bad = !(p == 0.0f);
-  if (len == 0) return {0.0f, 0.0f};
-  if (bad) return {std::numeric_limits<float>::quiet_NaN(), 0.0f};
-  return {mn, (mx - mn) / static_cast<float>((1u << bits) - 1u)};
+  return maxmin_grid(mn, mx, !(p == 0.0f), len, bits);
 }
 
 /// Level of one value on a grid, clamped to [0, maxq]; `u` in [0, 1) is 0.5 for round-to-nearest

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <span>
 #include <type_traits>
 
@@ -67,28 +68,58 @@ std::size_t residual_fused_quantize(C const& c, feedback_slice const& s, std::sp
     alignas(64) std::array<T, 4096> ct;
     alignas(64) std::array<std::uint8_t, 4096> codes;
     std::uint32_t bad = 0;
+    constexpr bool all_float = std::is_same_v<T, float> && std::is_same_v<S, float>;
     for (std::size_t b = b0; b < b1; ++b) {
       std::size_t const first = b * bucket, len = std::min(bucket, n - first);
       T const* const g = grad.data() + first;
       S* const eb = e.data() + first;
-      for (std::size_t j = 0; j < len; ++j) {
-        cf[j] = to_float(g[j]) + to_float(eb[j]);
-        bad += non_finite(cf[j]) ? 1u : 0u;
+      if (b + 1 < b1) {  // memory streams the next bucket while this one is worked on in L1
+        std::size_t const next = std::min(bucket, n - first - len);
+        compress_detail::prefetch_range(g + len, next);
+        compress_detail::prefetch_range(eb + len, next);
       }
+      compress_detail::maxmin_range r;
       T const* x = nullptr;
-      if constexpr (std::is_same_v<T, float>) {
+      bool simd_done = false;  // float: c = g + e and its range in one pass
+      if constexpr (all_float) {
         x = cf.data();
-      } else {
-        for (std::size_t j = 0; j < len; ++j) ct[j] = from_float<T>(cf[j]);
-        x = ct.data();
+#if SLUICE_HAVE_AVX2_TARGET
+        if (use_avx2() && len % 16 == 0) {
+          float mn = std::numeric_limits<float>::infinity(), mx = -mn;
+          bool poisoned = false;
+          compress_detail::avx2::add_range_f32(g, eb, cf.data(), len, mn, mx, poisoned);
+          if (poisoned)
+            for (std::size_t j = 0; j < len; ++j) bad += non_finite(cf[j]) ? 1u : 0u;
+          r = compress_detail::maxmin_grid(mn, mx, poisoned, len, bits);
+          simd_done = true;
+        }
+#endif
       }
-      auto const r = compress_detail::maxmin_bucket_range(x, len, bits);
+      if (!simd_done) {
+        for (std::size_t j = 0; j < len; ++j) {
+          cf[j] = to_float(g[j]) + to_float(eb[j]);
+          bad += non_finite(cf[j]) ? 1u : 0u;
+        }
+        if constexpr (std::is_same_v<T, float>) {
+          x = cf.data();
+        } else {
+          for (std::size_t j = 0; j < len; ++j) ct[j] = from_float<T>(cf[j]);
+          x = ct.data();
+        }
+        r = compress_detail::maxmin_bucket_range(x, len, bits);
+      }
       compress_detail::maxmin_quantize_bucket(x, len, r, bits, c.round, stream, first, codes.data());
       std::memcpy(ranges + 8 * b, &r.min, 4);
       std::memcpy(ranges + 8 * b + 4, &r.unit, 4);
       compress_detail::pack_codes_at(codes.data(), len, bits, packed, first * bits);
       // The receiver's value, narrowed to T as decode narrows it, then e = c - value.
-      store_range<S>(eb, 0, len, rs, offset + first, [&](std::size_t j) {
+      std::size_t done = 0;
+#if SLUICE_HAVE_AVX2_TARGET
+      if constexpr (all_float)
+        if (simd_done && r.min == r.min)  // finite bucket: no NaN to clear
+          done = compress_detail::avx2::residual_f32(cf.data(), codes.data(), r.min, r.unit, eb, len);
+#endif
+      store_range<S>(eb, done, len, rs, offset + first, [&](std::size_t j) {
         return cf[j] - to_float(from_float<T>(compress_detail::maxmin_value(r, codes[j])));
       });
     }
