@@ -15,6 +15,10 @@
 
 #include <fmt/format.h>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 #include <sluice/core/element.hpp>
 #include <sluice/core/error.hpp>
 
@@ -40,15 +44,29 @@ struct state_layout {
 namespace detail::optim {
 struct state_access;
 
-/// Allocates on 64-byte boundaries, so a tile of moments starts on a cache line.
+/// Allocates on 64-byte boundaries, so a tile of moments starts on a cache line; arrays of 16 MiB
+/// and more on 2 MiB boundaries with madvise(MADV_HUGEPAGE) (Linux; a hint, as THP in "madvise"
+/// mode needs): one TLB entry per 2 MiB instead of a page walk every 4 KiB of each stream, which
+/// made the dense Adam step faster on the development VM (docs/performance/optim.md).
 template <class T>
 struct line_allocator {
   using value_type = T;
   line_allocator() = default;
   template <class U>
   constexpr line_allocator(line_allocator<U> const&) noexcept {}  // NOLINT(google-explicit-constructor)
-  T* allocate(std::size_t n) { return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{64})); }
-  void deallocate(T* p, std::size_t) noexcept { ::operator delete (p, std::align_val_t{64}); }
+  T* allocate(std::size_t n) {
+    std::size_t const bytes = n * sizeof(T);
+    if (bytes < huge) return static_cast<T*>(::operator new (bytes, std::align_val_t{64}));
+    void* p = ::operator new (bytes, std::align_val_t{huge_page});
+#if defined(__linux__)
+    ::madvise(p, bytes / huge_page * huge_page, MADV_HUGEPAGE);  // a hint: failure changes nothing
+#endif
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, std::size_t n) noexcept {
+    ::operator delete (p, std::align_val_t{n * sizeof(T) < huge ? 64 : huge_page});
+  }
+  static constexpr std::size_t huge_page = std::size_t{2} << 20, huge = std::size_t{16} << 20;
   template <class U>
   friend constexpr bool operator==(line_allocator const&, line_allocator<U> const&) noexcept {
     return true;
