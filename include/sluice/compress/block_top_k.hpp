@@ -162,6 +162,11 @@ struct block_top_k {
     std::size_t const row = block * sizeof(T);
     parallel_chunks(b, (std::size_t{1} << 18) / block + 1, [&](std::size_t jb, std::size_t je, int) {
       for (std::size_t j = jb; j < je; ++j) {
+        // The kept blocks are scattered lines: ask for the ones a few rows ahead.
+        if (j + 16 < je) {
+          auto const* ahead = reinterpret_cast<char const*>(in.data() + std::size_t{ws.indices[j + 16]} * block);
+          for (std::size_t o = 0; o < row; o += 64) __builtin_prefetch(ahead + o, 0, 0);
+        }
         std::size_t const first = static_cast<std::size_t>(ws.indices[j]) * block;
         std::size_t const len = std::min(block, n - first);
         std::memcpy(v + j * row, in.data() + first, len * sizeof(T));
