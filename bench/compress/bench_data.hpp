@@ -7,13 +7,17 @@
 #include <random>
 #include <vector>
 
+#include <sluice/core/memory.hpp>
 #include <sluice/core/parallel.hpp>
 
 namespace sluice::bench {
 
+/// Storage of benchmark tensors: as a tuned trainer allocates them (sluice::line_allocator).
+using tensor = std::vector<float, sluice::line_allocator<float>>;
+
 /// n gradient-like floats, cached per n for the life of the process.
-inline std::vector<float>& gradient(std::size_t n) {
-  static std::map<std::size_t, std::vector<float>> cache;
+inline tensor& gradient(std::size_t n) {
+  static std::map<std::size_t, tensor> cache;
   auto [it, inserted] = cache.try_emplace(n);
   if (inserted) {
     it->second.resize(n);

@@ -7,6 +7,7 @@
 #include <sluice/bucket/plan.hpp>
 #include <sluice/compress/block_top_k.hpp>
 #include <sluice/compress/top_k.hpp>
+#include <sluice/core/memory.hpp>
 #include <sluice/feedback/residual.hpp>
 #if __has_include(<sluice/compress/maxmin_quantize.hpp>)
 #include <sluice/compress/maxmin_quantize.hpp>
@@ -18,8 +19,8 @@
 namespace {
 
 // n gradient-like floats (Gaussian, scale varying every 64 Ki elements), generated once per n.
-std::vector<float> const& gradient(std::size_t n) {
-  static std::vector<float> g;
+std::vector<float, sluice::line_allocator<float>> const& gradient(std::size_t n) {
+  static std::vector<float, sluice::line_allocator<float>> g;
   if (g.size() != n) {
     g.resize(n);
     sluice::parallel_chunks(n, std::size_t{1} << 16, [&](std::size_t b, std::size_t e, int) {

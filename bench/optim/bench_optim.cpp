@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include <sluice/core/memory.hpp>
 #include <sluice/optim/all.hpp>
 
 #include "support/bench.hpp"
@@ -33,13 +34,17 @@ namespace {
 
 // 64-byte aligned float arrays, so that a 16-float block is one cache line in every array.
 struct aligned_floats {
-  struct free_deleter {
-    void operator()(float* p) const noexcept { std::free(p); }
+  // Storage as a tuned trainer allocates it (cache-line aligned, huge pages for large arrays).
+  struct line_deleter {
+    std::size_t n = 0;
+    void operator()(float* p) const noexcept { sluice::line_allocator<float>{}.deallocate(p, n); }
   };
-  std::unique_ptr<float[], free_deleter> data;
+  std::unique_ptr<float[], line_deleter> data;
   std::size_t n = 0;
   explicit aligned_floats(std::size_t count, float fill = 0.0f)
-      : data(static_cast<float*>(std::aligned_alloc(64, (count * 4 + 63) / 64 * 64))), n(count) {
+      : data(sluice::line_allocator<float>{}.allocate(std::max<std::size_t>(count, 1)),
+             line_deleter{std::max<std::size_t>(count, 1)}),
+        n(count) {
     sluice::parallel_chunks(n, 1 << 16,
                             [&](std::size_t b, std::size_t e, int) { std::fill(&data[b], &data[e], fill); });
   }

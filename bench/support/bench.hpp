@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <sluice/config.hpp>
+#include <sluice/core/memory.hpp>
 #include <sluice/core/parallel.hpp>
 
 namespace sluice::bench {
@@ -39,7 +40,7 @@ inline constexpr std::size_t step_elements = 512;
 
 /// One array of the reference kernel: `words` 64-bit words advanced per step of 64 elements.
 struct reference_stream {
-  std::vector<std::uint64_t> data;
+  std::vector<std::uint64_t, sluice::line_allocator<std::uint64_t>> data;
   std::size_t words = 0;
 };
 

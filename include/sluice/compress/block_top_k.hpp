@@ -10,7 +10,13 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <type_traits>
 #include <vector>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#include <xmmintrin.h>
+#endif
 
 #include <fmt/format.h>
 
@@ -51,6 +57,29 @@ inline float block_score_of(T const* SLUICE_RESTRICT x, std::size_t len) noexcep
   return (lane[0] + lane[1]) + (lane[2] + lane[3]);
 }
 
+#if defined(__SSE2__)
+/// Scores of four consecutive 16-float blocks at once, bit-identical to block_score_of: each
+/// block's four lane sums in one vector, then a 4x4 transpose so the final (l0 + l1) + (l2 + l3)
+/// of all four blocks is two vector adds and one store (the per-block horizontal sum was the cost
+/// of the scoring pass).
+template <block_score S>
+inline void score4_f32(float const* SLUICE_RESTRICT x, float* SLUICE_RESTRICT out) noexcept {
+  __m128 const magnitude = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
+  auto term = [&](float const* p) {
+    __m128 const v = _mm_loadu_ps(p);
+    return S == block_score::l1 ? _mm_and_ps(v, magnitude) : _mm_mul_ps(v, v);
+  };
+  __m128 t0, t1, t2, t3;
+  __m128* t[4] = {&t0, &t1, &t2, &t3};
+  for (int b = 0; b < 4; ++b) {
+    float const* y = x + 16 * b;
+    *t[b] = _mm_add_ps(_mm_add_ps(_mm_add_ps(term(y), term(y + 4)), term(y + 8)), term(y + 12));
+  }
+  _MM_TRANSPOSE4_PS(t0, t1, t2, t3);  // t_j = lane sum j of blocks 0..3
+  _mm_storeu_ps(out, _mm_add_ps(_mm_add_ps(t0, t1), _mm_add_ps(t2, t3)));
+}
+#endif
+
 /// Scores every block of `in` (block size B, last block partial) into `scores`, in parallel.
 template <block_score S, std::size_t FixedB, Element T>
 void score_blocks_as(std::span<T const> in, std::size_t B, std::span<float> scores) {
@@ -60,13 +89,18 @@ void score_blocks_as(std::span<T const> in, std::size_t B, std::span<float> scor
     T const* SLUICE_RESTRICT x = in.data();
     float* SLUICE_RESTRICT s = scores.data();
     std::size_t const fe = std::min(e, full);
-    for (std::size_t j = b; j < fe; ++j) {
+    std::size_t j = b;
+#if defined(__SSE2__)
+    if constexpr (FixedB == 16 && std::is_same_v<T, float>)
+      for (; j + 4 <= fe; j += 4) score4_f32<S>(x + j * 16, s + j);
+#endif
+    for (; j < fe; ++j) {
       if constexpr (FixedB != 0)
         s[j] = block_score_of<S>(x + j * FixedB, FixedB);
       else
         s[j] = block_score_of<S>(x + j * B, B);
     }
-    for (std::size_t j = std::max(b, full); j < e; ++j) s[j] = block_score_of<S>(x + j * B, n - j * B);
+    for (j = std::max(b, full); j < e; ++j) s[j] = block_score_of<S>(x + j * B, n - j * B);
   });
 }
 

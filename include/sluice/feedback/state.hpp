@@ -19,6 +19,7 @@
 
 #include <sluice/core/element.hpp>
 #include <sluice/core/error.hpp>
+#include <sluice/core/memory.hpp>
 #include <sluice/feedback/detail/serial.hpp>
 #include <sluice/feedback/warmup.hpp>
 
@@ -317,8 +318,8 @@ class feedback_state {
   struct tensor_entry {
     std::string name;
     std::size_t extent = 0;
-    std::array<std::vector<float>, 2> f32{};
-    std::array<std::vector<Eigen::bfloat16>, 2> bf16{};
+    std::array<std::vector<float, line_allocator<float>>, 2> f32{};
+    std::array<std::vector<Eigen::bfloat16, line_allocator<Eigen::bfloat16>>, 2> bf16{};
   };
 
   tensor_entry& entry(std::size_t t) {

@@ -15,12 +15,9 @@
 
 #include <fmt/format.h>
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
-
 #include <sluice/core/element.hpp>
 #include <sluice/core/error.hpp>
+#include <sluice/core/memory.hpp>
 
 namespace sluice {
 
@@ -43,35 +40,6 @@ struct state_layout {
 
 namespace detail::optim {
 struct state_access;
-
-/// Allocates on 64-byte boundaries, so a tile of moments starts on a cache line; arrays of 16 MiB
-/// and more on 2 MiB boundaries with madvise(MADV_HUGEPAGE) (Linux; a hint, as THP in "madvise"
-/// mode needs): one TLB entry per 2 MiB instead of a page walk every 4 KiB of each stream, which
-/// made the dense Adam step faster on the development VM (docs/performance/optim.md).
-template <class T>
-struct line_allocator {
-  using value_type = T;
-  line_allocator() = default;
-  template <class U>
-  constexpr line_allocator(line_allocator<U> const&) noexcept {}  // NOLINT(google-explicit-constructor)
-  T* allocate(std::size_t n) {
-    std::size_t const bytes = n * sizeof(T);
-    if (bytes < huge) return static_cast<T*>(::operator new (bytes, std::align_val_t{64}));
-    void* p = ::operator new (bytes, std::align_val_t{huge_page});
-#if defined(__linux__)
-    ::madvise(p, bytes / huge_page * huge_page, MADV_HUGEPAGE);  // a hint: failure changes nothing
-#endif
-    return static_cast<T*>(p);
-  }
-  void deallocate(T* p, std::size_t n) noexcept {
-    ::operator delete (p, std::align_val_t{n * sizeof(T) < huge ? 64 : huge_page});
-  }
-  static constexpr std::size_t huge_page = std::size_t{2} << 20, huge = std::size_t{16} << 20;
-  template <class U>
-  friend constexpr bool operator==(line_allocator const&, line_allocator<U> const&) noexcept {
-    return true;
-  }
-};
 
 /// Elements from the start of one moment array to the next, for n elements of `elem` bytes.
 /// Moments of one element must not sit a multiple of 2^28 bytes apart (as they did at n = 2^26
@@ -232,9 +200,9 @@ class optimizer_state {
   std::uint32_t tensor_ = 0;
   std::uint64_t step_ = 0;
   std::size_t stride_ = 0;  // elements between moment arrays (detail::optim::moment_stride); padding stays 0
-  std::vector<float, detail::optim::line_allocator<float>> f32_{};  // moment k of element i at [k * stride_ + i]
-  std::vector<std::uint16_t, detail::optim::line_allocator<std::uint16_t>> bf16_{};  // bf16 bit patterns, same
-  std::vector<std::uint32_t> last_{};  // per-entry last step (catch_up only)
+  std::vector<float, line_allocator<float>> f32_{};                   // moment k of element i at [k * stride_ + i]
+  std::vector<std::uint16_t, line_allocator<std::uint16_t>> bf16_{};  // bf16 bit patterns, same
+  std::vector<std::uint32_t> last_{};                                 // per-entry last step (catch_up only)
 };
 
 }  // namespace sluice
