@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -102,8 +103,15 @@ struct maxmin_quantize {
         auto const r = compress_detail::maxmin_bucket_range(x, len, bits);
         std::memcpy(ranges + 8 * b, &r.min, 4);
         std::memcpy(ranges + 8 * b + 4, &r.unit, 4);
-        compress_detail::maxmin_quantize_bucket(x, len, r, bits, round, stream, first, codes.data());
-        compress_detail::pack_codes_at(codes.data(), len, bits, packed, first * bits);
+        std::size_t done = 0;  // elements quantized and packed in one go
+        if constexpr (std::is_same_v<T, float>)
+          if (bits == 4 && round == rounding::nearest && first % 2 == 0)
+            done = compress_detail::maxmin_pack4_nearest(x, len, r, packed + first / 2);
+        if (done < len) {
+          compress_detail::maxmin_quantize_bucket(x + done, len - done, r, bits, round, stream, first + done,
+                                                  codes.data());
+          compress_detail::pack_codes_at(codes.data(), len - done, bits, packed, (first + done) * bits);
+        }
       }
     });
     w.commit(8 * nb);

@@ -90,6 +90,27 @@ SLUICE_TARGET_AVX2 inline std::size_t levels_f32(float const* SLUICE_RESTRICT x,
   return j;
 }
 
+/// 4-bit levels packed two per byte (element 2i in the low nibble of byte i, the layout of
+/// pack_codes) over whole groups of 32, straight from the values: no code buffer round trip.
+/// Returns the count handled.
+SLUICE_TARGET_AVX2 inline std::size_t levels4_packed_f32(float const* SLUICE_RESTRICT x, std::size_t len, float min,
+                                                         float inv, std::byte* SLUICE_RESTRICT out) noexcept {
+  __m256 const vmin = _mm256_set1_ps(min), vinv = _mm256_set1_ps(inv), top = _mm256_set1_ps(15.0f);
+  __m256i const order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  __m256i const lo = _mm256_set1_epi16(0x00ff), hi = _mm256_set1_epi16(0x00f0);
+  std::size_t j = 0;
+  for (; j + 32 <= len; j += 32) {
+    __m256i const a = _mm256_packs_epi32(levels8(x + j, vmin, vinv, top), levels8(x + j + 8, vmin, vinv, top));
+    __m256i const b = _mm256_packs_epi32(levels8(x + j + 16, vmin, vinv, top), levels8(x + j + 24, vmin, vinv, top));
+    __m256i const codes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(a, b), order);  // 32 codes in order
+    // 16-bit word i = code 2i | code 2i+1 << 8 -> byte code 2i | code 2i+1 << 4 in its low half.
+    __m256i const nib = _mm256_or_si256(_mm256_and_si256(codes, lo), _mm256_and_si256(_mm256_srli_epi16(codes, 4), hi));
+    __m256i const bytes = _mm256_permute4x64_epi64(_mm256_packus_epi16(nib, nib), 0x08);  // qwords 0, 2
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + j / 2), _mm256_castsi256_si128(bytes));
+  }
+  return j;
+}
+
 /// c = g + e over whole groups of 16, with the running min and max of c and whether any c was
 /// NaN or Inf (the compensation pass of error feedback, fused with the range); returns the count.
 SLUICE_TARGET_AVX2 inline std::size_t add_range_f32(float const* SLUICE_RESTRICT g, float const* SLUICE_RESTRICT e,
@@ -255,6 +276,19 @@ inline void maxmin_quantize_bucket(T const* SLUICE_RESTRICT x, std::size_t len, 
       codes[j + t] = maxmin_level(to_float(x[j + t]), r, maxq, random_stream::to_unit_float(w[t]));
   }
   for (; j < len; ++j) codes[j] = maxmin_level(to_float(x[j]), r, maxq, stream.uniform(first + j));
+}
+
+/// Round-to-nearest 4-bit levels of floats packed straight into `out` (two per byte) for as many
+/// leading elements as a wider body handles; returns that count (0 without one). The caller
+/// quantizes and packs the rest.
+inline std::size_t maxmin_pack4_nearest(float const* SLUICE_RESTRICT x, std::size_t len, maxmin_range r,
+                                        std::byte* SLUICE_RESTRICT out) noexcept {
+#if SLUICE_HAVE_AVX2_TARGET
+  float const inv = 1.0f / r.unit;
+  if (use_avx2() && std::isfinite(inv)) return avx2::levels4_packed_f32(x, len, r.min, inv, out);
+#endif
+  (void)x, (void)len, (void)r, (void)out;
+  return 0;
 }
 
 /// The value level q of a grid decodes to (before narrowing to T).
