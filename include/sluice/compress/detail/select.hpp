@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstddef>
@@ -21,6 +22,7 @@
 #include <sluice/compress/detail/common.hpp>
 #include <sluice/core/element.hpp>
 #include <sluice/core/parallel.hpp>
+#include <sluice/core/simd.hpp>
 
 namespace sluice::compress_detail {
 
@@ -54,7 +56,7 @@ struct select_workspace {
     std::uint32_t index;
     T value;
   };
-  std::vector<entry> above, cand;                        ///< per chunk: cap_above + 1 / cap_cand + 1 slots
+  std::vector<entry> above, cand;                        ///< per chunk: list_stride(cap_above / cap_cand) slots
   std::vector<std::size_t> n_above, n_cand, n_gt, n_eq;  ///< per chunk counts
   std::vector<std::size_t> quota, offset;                ///< per chunk ties taken / output offset
   std::vector<std::int32_t> sample, keys;                ///< sample keys; candidate keys
@@ -63,6 +65,10 @@ struct select_workspace {
   bool force_radix = false;  ///< tests: always take the radix path
   bool used_radix = false;   ///< whether the last call took the radix path
 };
+
+/// Slots per chunk of a candidate list with capacity `cap`: writes past the capacity land in the
+/// slack (up to 8 at once from the vector filter), so the hit path needs no bounds branch.
+constexpr std::size_t list_stride(std::size_t cap) noexcept { return cap + 8; }
 
 /// Chunks a selection over n elements is split into (one per thread, at least 2^16 elements each).
 inline std::size_t select_chunks(std::size_t n) noexcept {
@@ -87,7 +93,7 @@ template <Element T>
 std::size_t plan_output(select_workspace<T>& ws, std::size_t chunks, top_k_threshold const& thr) {
   // Serial: a few hundred thousand cached entries at most, cheaper than waking the thread pool.
   for (std::size_t c = 0; c < chunks; ++c) {
-    auto const* e = ws.cand.data() + c * (ws.cap_cand + 1);
+    auto const* e = ws.cand.data() + c * list_stride(ws.cap_cand);
     std::size_t gt = 0, eq = 0;
     for (std::size_t j = 0; j < ws.n_cand[c]; ++j) {
       std::int64_t const key = magnitude_key(e[j].value);
@@ -113,8 +119,8 @@ template <Element T, class Index>
 void emit_entries(select_workspace<T>& ws, std::size_t chunks, top_k_threshold const& thr, std::span<Index> idx,
                   std::span<T> val) {
   for_chunks(chunks, [&](std::size_t c) {
-    auto const* a = ws.above.data() + c * (ws.cap_above + 1);
-    auto const* d = ws.cand.data() + c * (ws.cap_cand + 1);
+    auto const* a = ws.above.data() + c * list_stride(ws.cap_above);
+    auto const* d = ws.cand.data() + c * list_stride(ws.cap_cand);
     std::size_t const na = ws.n_above[c], nd = ws.n_cand[c];
     std::size_t ia = 0, id = 0, o = ws.offset[c], q = ws.quota[c];
     Index* SLUICE_RESTRICT io = idx.data();
@@ -158,7 +164,7 @@ top_k_threshold candidate_threshold(select_workspace<T>& ws, std::size_t chunks,
   grow(ws.keys, total);
   std::size_t o = 0;
   for (std::size_t c = 0; c < chunks; ++c) {
-    auto const* e = ws.cand.data() + c * (ws.cap_cand + 1);
+    auto const* e = ws.cand.data() + c * list_stride(ws.cap_cand);
     for (std::size_t j = 0; j < ws.n_cand[c]; ++j) ws.keys[o++] = magnitude_key(e[j].value);
   }
   std::span<std::int32_t> keys(ws.keys.data(), total);
@@ -215,6 +221,80 @@ inline unsigned group_mask(T const* SLUICE_RESTRICT x, std::int32_t lo) noexcept
   return m;
 }
 
+#if SLUICE_HAVE_AVX2_TARGET
+namespace avx2 {
+
+/// For every 8-bit mask, the positions of its set bits, left-packed (the permutation that moves
+/// the selected lanes of a vector to its front, in order).
+inline std::array<std::array<std::uint32_t, 8>, 256> const& left_pack_table() noexcept {
+  static std::array<std::array<std::uint32_t, 8>, 256> const table = [] {
+    std::array<std::array<std::uint32_t, 8>, 256> t{};
+    for (unsigned m = 0; m < 256; ++m) {
+      unsigned k = 0;
+      for (unsigned j = 0; j < 8; ++j)
+        if (m & (1u << j)) t[m][k++] = j;
+    }
+    return t;
+  }();
+  return table;
+}
+
+/// Appends the lanes of (index, value) selected by `mask` to `list` at min(count, cap), as
+/// {u32 index, float value} entries in lane order; count grows by the number selected.
+SLUICE_TARGET_AVX2 inline void append8(select_workspace<float>::entry* list, std::size_t cap, std::size_t& count,
+                                       unsigned mask, __m256i index, __m256 value, std::uint32_t const* perm) noexcept {
+  __m256i const p = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(perm));
+  __m256i const pi = _mm256_permutevar8x32_epi32(index, p);
+  __m256i const pv = _mm256_permutevar8x32_epi32(_mm256_castps_si256(value), p);
+  __m256i const lo = _mm256_unpacklo_epi32(pi, pv), hi = _mm256_unpackhi_epi32(pi, pv);
+  auto* out = reinterpret_cast<__m256i*>(list + std::min(count, cap));
+  _mm256_storeu_si256(out, _mm256_permute2x128_si256(lo, hi, 0x20));      // entries 0-3
+  _mm256_storeu_si256(out + 1, _mm256_permute2x128_si256(lo, hi, 0x31));  // entries 4-7
+  count += static_cast<std::size_t>(std::popcount(mask));
+}
+
+/// The filter of filter_band over whole groups of 32 floats of [b, e); returns where it stopped.
+SLUICE_TARGET_AVX2 inline std::size_t filter_band_f32(float const* SLUICE_RESTRICT x, std::size_t b, std::size_t e,
+                                                      std::int32_t lo, std::int32_t hi,
+                                                      select_workspace<float>::entry* a, std::size_t ca,
+                                                      std::size_t& na, select_workspace<float>::entry* d,
+                                                      std::size_t cc, std::size_t& nd) noexcept {
+  auto const& lut = left_pack_table();
+  __m256i const magnitude = _mm256_set1_epi32(0x7fffffff);
+  __m256i const below = _mm256_set1_epi32(lo - 1), top = _mm256_set1_epi32(hi);  // key > lo - 1 <=> key >= lo
+  __m256i const iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  constexpr std::size_t prefetch_ahead = 1024;  // bytes; best of 1, 4 KiB measured (docs/performance/compress.md)
+  std::size_t i = b;
+  for (; i + 32 <= e; i += 32) {
+    // Mispredicted hit branches stall the loads behind them; requests issued well ahead keep
+    // memory busy through those stalls.
+    _mm_prefetch(reinterpret_cast<char const*>(x + i) + prefetch_ahead, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<char const*>(x + i) + prefetch_ahead + 64, _MM_HINT_T0);
+    __m256i k[4], g[4];
+    for (int q = 0; q < 4; ++q) {
+      k[q] = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<__m256i const*>(x + i + 8 * q)), magnitude);
+      g[q] = _mm256_cmpgt_epi32(k[q], below);
+    }
+    __m256i const any = _mm256_or_si256(_mm256_or_si256(g[0], g[1]), _mm256_or_si256(g[2], g[3]));
+    if (_mm256_testz_si256(any, any)) continue;
+    for (int q = 0; q < 4; ++q) {
+      auto const hit = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(g[q])));
+      if (hit == 0) continue;
+      auto const up = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(k[q], top))));
+      unsigned const band = hit & ~up;
+      __m256i const index =
+          _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(i + 8 * static_cast<std::size_t>(q))), iota);
+      __m256 const value = _mm256_loadu_ps(x + i + 8 * q);
+      if (up != 0) append8(a, ca, na, up, index, value, lut[up].data());
+      if (band != 0) append8(d, cc, nd, band, index, value, lut[band].data());
+    }
+  }
+  return i;
+}
+
+}  // namespace avx2
+#endif
+
 /// Filter pass: per chunk, entries with key > hi go to `above`, lo <= key <= hi to `cand` (both in
 /// index order). Counts keep running past the capacities; an overflow shows as n > cap.
 template <Element T>
@@ -224,8 +304,8 @@ void filter_band(std::span<T const> in, select_workspace<T>& ws, std::size_t chu
     std::size_t const b = chunk_begin(c, chunks, n), e = chunk_begin(c + 1, chunks, n);
     // Each chunk owns cap + 1 slots per list: the last one absorbs writes past the capacity, so
     // the hit path is branch-free; counts keep running and reveal the overflow.
-    auto* SLUICE_RESTRICT a = ws.above.data() + c * (ws.cap_above + 1);
-    auto* SLUICE_RESTRICT d = ws.cand.data() + c * (ws.cap_cand + 1);
+    auto* SLUICE_RESTRICT a = ws.above.data() + c * list_stride(ws.cap_above);
+    auto* SLUICE_RESTRICT d = ws.cand.data() + c * list_stride(ws.cap_cand);
     std::size_t const ca = ws.cap_above, cc = ws.cap_cand;
     std::size_t na = 0, nd = 0;
     T const* SLUICE_RESTRICT x = in.data();
@@ -240,6 +320,10 @@ void filter_band(std::span<T const> in, select_workspace<T>& ws, std::size_t chu
       nd += in_band;
     };
     std::size_t i = b;
+#if SLUICE_HAVE_AVX2_TARGET
+    if constexpr (std::is_same_v<T, float>)
+      if (use_avx2()) i = avx2::filter_band_f32(x, b, e, lo_key, hi_key, a, ca, na, d, cc, nd);
+#endif
     constexpr std::size_t group = 16;
     for (; i + group <= e; i += group) {
       unsigned const m = group_mask<group>(x + i, lo_key);
@@ -376,8 +460,8 @@ top_k_threshold select_top_k(std::span<T const> in, std::size_t k, select_worksp
     std::size_t const chunk_len = n / chunks + 1;
     ws.cap_above = std::min(k, chunk_len);
     ws.cap_cand = std::min(expect_cand, chunk_len);
-    grow(ws.above, chunks * (ws.cap_above + 1));
-    grow(ws.cand, chunks * (ws.cap_cand + 1));
+    grow(ws.above, chunks * list_stride(ws.cap_above));
+    grow(ws.cand, chunks * list_stride(ws.cap_cand));
     filter_band(in, ws, chunks, lo, hi);
     std::size_t a = 0, d = 0;
     bool overflow = false;
