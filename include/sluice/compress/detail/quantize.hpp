@@ -46,24 +46,34 @@ namespace avx2 {
 // vectors) and leave the tail to the baseline code. Compiled without FMA, so the multiply and add
 // of a level stay two roundings: the results are bit-identical to the baseline bodies (tested).
 
-/// Running min and max over whole groups of 16, and whether any value was NaN or Inf.
-SLUICE_TARGET_AVX2 inline std::size_t range_f32(float const* SLUICE_RESTRICT x, std::size_t len, float& mn, float& mx,
-                                                bool& poisoned) noexcept {
-  __m256 mn0 = _mm256_set1_ps(mn), mn1 = mn0, mx0 = _mm256_set1_ps(mx), mx1 = mx0;
-  __m256 p0 = _mm256_setzero_ps(), p1 = p0;  // x - x: 0, or NaN for NaN and Inf
-  std::size_t i = 0;
-  for (; i + 16 <= len; i += 16) {
-    __m256 const a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
+/// Running min, max and poison (x - x: 0, or NaN for NaN and Inf) of 16 floats per step, in two
+/// independent halves; finish() reduces them (min and max of finite values do not depend on the
+/// order of the reduction).
+struct range_acc {
+  __m256 mn0, mn1, mx0, mx1, p0, p1;
+  SLUICE_TARGET_AVX2 range_acc(float mn, float mx) noexcept
+      : mn0(_mm256_set1_ps(mn)), mn1(mn0), mx0(_mm256_set1_ps(mx)), mx1(mx0), p0(_mm256_setzero_ps()), p1(p0) {}
+  SLUICE_TARGET_AVX2 void add(__m256 a, __m256 b) noexcept {
     mn0 = _mm256_min_ps(mn0, a), mn1 = _mm256_min_ps(mn1, b);
     mx0 = _mm256_max_ps(mx0, a), mx1 = _mm256_max_ps(mx1, b);
     p0 = _mm256_add_ps(p0, _mm256_sub_ps(a, a)), p1 = _mm256_add_ps(p1, _mm256_sub_ps(b, b));
   }
-  // Min and max of finite values do not depend on the order of the reduction.
-  alignas(32) float l[16];
-  _mm256_store_ps(l, _mm256_min_ps(mn0, mn1));
-  _mm256_store_ps(l + 8, _mm256_max_ps(mx0, mx1));
-  for (int t = 0; t < 8; ++t) mn = l[t] < mn ? l[t] : mn, mx = l[8 + t] > mx ? l[8 + t] : mx;
-  poisoned = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_add_ps(p0, p1), _mm256_setzero_ps(), _CMP_EQ_OQ)) != 0xff;
+  SLUICE_TARGET_AVX2 void finish(float& mn, float& mx, bool& poisoned) const noexcept {
+    alignas(32) float l[16];
+    _mm256_store_ps(l, _mm256_min_ps(mn0, mn1));
+    _mm256_store_ps(l + 8, _mm256_max_ps(mx0, mx1));
+    for (int t = 0; t < 8; ++t) mn = l[t] < mn ? l[t] : mn, mx = l[8 + t] > mx ? l[8 + t] : mx;
+    poisoned = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_add_ps(p0, p1), _mm256_setzero_ps(), _CMP_EQ_OQ)) != 0xff;
+  }
+};
+
+/// Running min and max over whole groups of 16, and whether any value was NaN or Inf.
+SLUICE_TARGET_AVX2 inline std::size_t range_f32(float const* SLUICE_RESTRICT x, std::size_t len, float& mn, float& mx,
+                                                bool& poisoned) noexcept {
+  range_acc r(mn, mx);
+  std::size_t i = 0;
+  for (; i + 16 <= len; i += 16) r.add(_mm256_loadu_ps(x + i), _mm256_loadu_ps(x + i + 8));
+  r.finish(mn, mx, poisoned);
   return i;
 }
 
@@ -116,23 +126,16 @@ SLUICE_TARGET_AVX2 inline std::size_t levels4_packed_f32(float const* SLUICE_RES
 SLUICE_TARGET_AVX2 inline std::size_t add_range_f32(float const* SLUICE_RESTRICT g, float const* SLUICE_RESTRICT e,
                                                     float* SLUICE_RESTRICT c, std::size_t len, float& mn, float& mx,
                                                     bool& poisoned) noexcept {
-  __m256 mn0 = _mm256_set1_ps(mn), mn1 = mn0, mx0 = _mm256_set1_ps(mx), mx1 = mx0;
-  __m256 p0 = _mm256_setzero_ps(), p1 = p0;
+  range_acc r(mn, mx);
   std::size_t i = 0;
   for (; i + 16 <= len; i += 16) {
     __m256 const a = _mm256_add_ps(_mm256_loadu_ps(g + i), _mm256_loadu_ps(e + i));
     __m256 const b = _mm256_add_ps(_mm256_loadu_ps(g + i + 8), _mm256_loadu_ps(e + i + 8));
     _mm256_storeu_ps(c + i, a);
     _mm256_storeu_ps(c + i + 8, b);
-    mn0 = _mm256_min_ps(mn0, a), mn1 = _mm256_min_ps(mn1, b);
-    mx0 = _mm256_max_ps(mx0, a), mx1 = _mm256_max_ps(mx1, b);
-    p0 = _mm256_add_ps(p0, _mm256_sub_ps(a, a)), p1 = _mm256_add_ps(p1, _mm256_sub_ps(b, b));
+    r.add(a, b);
   }
-  alignas(32) float l[16];
-  _mm256_store_ps(l, _mm256_min_ps(mn0, mn1));
-  _mm256_store_ps(l + 8, _mm256_max_ps(mx0, mx1));
-  for (int t = 0; t < 8; ++t) mn = l[t] < mn ? l[t] : mn, mx = l[8 + t] > mx ? l[8 + t] : mx;
-  poisoned = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_add_ps(p0, p1), _mm256_setzero_ps(), _CMP_EQ_OQ)) != 0xff;
+  r.finish(mn, mx, poisoned);
   return i;
 }
 
