@@ -121,6 +121,35 @@ SLUICE_TARGET_AVX2 inline std::size_t levels4_packed_f32(float const* SLUICE_RES
   return j;
 }
 
+/// Error feedback's 4-bit round-to-nearest step on a bucket of compensated values c, whole groups
+/// of 32: the levels packed two per byte into `out` (as levels4_packed_f32) and the residual
+/// e = c - (min + level * unit) (the receiver's value, as decode computes it), with no code
+/// buffer in between. Returns the count handled.
+SLUICE_TARGET_AVX2 inline std::size_t levels4_residual_f32(float const* SLUICE_RESTRICT c, std::size_t len, float min,
+                                                           float inv, float unit, std::byte* SLUICE_RESTRICT out,
+                                                           float* SLUICE_RESTRICT e) noexcept {
+  __m256 const vmin = _mm256_set1_ps(min), vinv = _mm256_set1_ps(inv), top = _mm256_set1_ps(15.0f);
+  __m256 const vunit = _mm256_set1_ps(unit);
+  __m256i const order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  __m256i const lo = _mm256_set1_epi16(0x00ff), hi = _mm256_set1_epi16(0x00f0);
+  std::size_t j = 0;
+  for (; j + 32 <= len; j += 32) {
+    __m256i l[4];
+    for (int q = 0; q < 4; ++q) {
+      float const* const cq = c + j + 8 * static_cast<std::size_t>(q);
+      l[q] = levels8(cq, vmin, vinv, top);
+      __m256 const v = _mm256_add_ps(vmin, _mm256_mul_ps(_mm256_cvtepi32_ps(l[q]), vunit));
+      _mm256_storeu_ps(e + j + 8 * static_cast<std::size_t>(q), _mm256_sub_ps(_mm256_loadu_ps(cq), v));
+    }
+    __m256i const codes = _mm256_permutevar8x32_epi32(
+        _mm256_packus_epi16(_mm256_packs_epi32(l[0], l[1]), _mm256_packs_epi32(l[2], l[3])), order);
+    __m256i const nib = _mm256_or_si256(_mm256_and_si256(codes, lo), _mm256_and_si256(_mm256_srli_epi16(codes, 4), hi));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + j / 2),
+                     _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi16(nib, nib), 0x08)));
+  }
+  return j;
+}
+
 /// c = g + e over whole groups of 16, with the running min and max of c and whether any c was
 /// NaN or Inf (the compensation pass of error feedback, fused with the range); returns the count.
 SLUICE_TARGET_AVX2 inline std::size_t add_range_f32(float const* SLUICE_RESTRICT g, float const* SLUICE_RESTRICT e,

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -108,9 +109,20 @@ std::size_t residual_fused_quantize(C const& c, feedback_slice const& s, std::sp
         }
         r = compress_detail::maxmin_bucket_range(x, len, bits);
       }
-      compress_detail::maxmin_quantize_bucket(x, len, r, bits, c.round, stream, first, codes.data());
       std::memcpy(ranges + 8 * b, &r.min, 4);
       std::memcpy(ranges + 8 * b + 4, &r.unit, 4);
+#if SLUICE_HAVE_AVX2_TARGET
+      if constexpr (all_float) {
+        // 4-bit nearest on a finite bucket: levels, packing and residual in one pass over c.
+        float const inv = 1.0f / r.unit;
+        if (simd_done && bits == 4 && c.round == rounding::nearest && r.min == r.min && std::isfinite(inv) &&
+            len % 32 == 0 && first % 2 == 0) {
+          compress_detail::avx2::levels4_residual_f32(cf.data(), len, r.min, inv, r.unit, packed + first / 2, eb);
+          continue;
+        }
+      }
+#endif
+      compress_detail::maxmin_quantize_bucket(x, len, r, bits, c.round, stream, first, codes.data());
       compress_detail::pack_codes_at(codes.data(), len, bits, packed, first * bits);
       // The receiver's value, narrowed to T as decode narrows it, then e = c - value.
       std::size_t done = 0;
