@@ -255,9 +255,9 @@ TEST_CASE("distinct tensors step concurrently from different threads") {
   }
 }
 
-#if SLUICE_OPTIM_HAVE_AVX2_TARGET
+#if SLUICE_HAVE_AVX2_TARGET
 TEST_CASE("the fused AVX2 Adam loops equal the portable tile passes bit for bit") {
-  if (!detail::optim::philox_lanes::cpu_has_avx2()) return;
+  if (!sluice::use_avx2()) return;
   using detail::optim::adam_kernel;
   std::size_t const n = 1003;  // not a multiple of 8 or 16: covers the scalar tails
   // Edge values among the random ones: zero and huge gradients, zero moments, NaN, infinity.

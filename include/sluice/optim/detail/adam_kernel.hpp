@@ -73,8 +73,8 @@ struct adam_kernel {
   /// One step on n contiguous float elements (params, gradient, m, v), in place: the fused AVX2
   /// loop where the CPU has AVX2, else the portable tile passes. Both give the same bits.
   void core(float* p, float const* g, float* const* m, float* tmp, std::size_t n) const noexcept {
-#if SLUICE_OPTIM_HAVE_AVX2_TARGET
-    if (philox_lanes::cpu_has_avx2()) {
+#if SLUICE_HAVE_AVX2_TARGET
+    if (use_avx2()) {
       core_avx2(p, g, m[0], m[1], n);
       return;
     }
@@ -96,7 +96,7 @@ struct adam_kernel {
       update_pass<false>(p, m[0], tmp, n, step_size, inv_sqrt_bc2, eps, lr_wd);
   }
 
-#if SLUICE_OPTIM_HAVE_AVX2_TARGET
+#if SLUICE_HAVE_AVX2_TARGET
   // One pass, eight elements at a time: read p, g, m, v once, write them once. The same IEEE
   // operations in the same order as core_portable, and no FMA (target "avx2" only: a fused
   // multiply-add rounds once where the portable passes round twice), so the bits are identical.

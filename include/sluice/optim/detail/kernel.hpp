@@ -19,19 +19,12 @@
 #include <sluice/core/element.hpp>
 #include <sluice/core/parallel.hpp>
 #include <sluice/core/random.hpp>
+#include <sluice/core/simd.hpp>
 #include <sluice/core/sparse.hpp>
 #include <sluice/optim/state.hpp>
 
 #if defined(__SSE2__)
 #include <immintrin.h>
-#endif
-
-// GCC and clang on x86-64 can compile an AVX2 function into a baseline build (target attribute)
-// and pick it at run time.
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define SLUICE_OPTIM_HAVE_AVX2_TARGET 1
-#else
-#define SLUICE_OPTIM_HAVE_AVX2_TARGET 0
 #endif
 
 // `omp simd` vectorizes plain loops at -O2 when OpenMP is on; otherwise ask GCC/clang directly.
@@ -127,11 +120,11 @@ struct philox_lanes {
   /// Words 4*first .. 4*(first+blocks)-1 of the stream into out[0 .. 4*blocks).
   void words(std::uint64_t first, std::size_t blocks, std::uint32_t* SLUICE_RESTRICT out) const noexcept {
     std::size_t j = 0;
-#if SLUICE_OPTIM_HAVE_AVX2_TARGET
+#if SLUICE_HAVE_AVX2_TARGET
     // Eight blocks per iteration where the CPU has AVX2 (checked at run time; the build may
     // target baseline x86-64), else four in SSE2 lanes. GCC vectorizes the plain loop with 64-bit
     // lanes only (2 blocks per vector), which made Philox the bottleneck of bf16 states.
-    if (cpu_has_avx2()) {
+    if (use_avx2()) {
       for (; j + 16 <= blocks; j += 16) words_avx2<2>(first + j, out + 4 * j);
       for (; j + 8 <= blocks; j += 8) words_avx2<1>(first + j, out + 4 * j);
     }
@@ -165,12 +158,7 @@ struct philox_lanes {
     }
   }
 
-#if SLUICE_OPTIM_HAVE_AVX2_TARGET
-  static bool cpu_has_avx2() noexcept {
-    static bool const yes = __builtin_cpu_supports("avx2");
-    return yes;
-  }
-
+#if SLUICE_HAVE_AVX2_TARGET
   // G groups of eight blocks per call, interleaved round by round: one group is a chain of ten
   // dependent multiply rounds (latency-bound, ~1 cycle per element); two keep the pipes busy.
   template <int G>
@@ -336,7 +324,7 @@ concept fused_bf16_kernel = requires(K const& k, float* p, float const* g, std::
   k.core_bf16_avx2(p, g, b, b, r, std::size_t{});
 };
 template <class K>
-inline constexpr bool has_fused_bf16 = SLUICE_OPTIM_HAVE_AVX2_TARGET&& fused_bf16_kernel<K>;
+inline constexpr bool has_fused_bf16 = SLUICE_HAVE_AVX2_TARGET&& fused_bf16_kernel<K>;
 
 /// Processes elements [base, base + len) contiguously: moments (loaded to float when bf16),
 /// catch-up of skipped steps to `target`, the kernel's update with gradient g (nullptr: catch-up
@@ -352,10 +340,10 @@ void run_contiguous(K const& k, tensor_refs const& r, float const* g, Sh* shadow
   for (std::size_t o = 0; o < len; o += tile) {
     std::size_t const b = base + o, n = std::min(tile, len - o);
     float* p = r.params + b;
-#if SLUICE_OPTIM_HAVE_AVX2_TARGET
+#if SLUICE_HAVE_AVX2_TARGET
     if constexpr (Bf16 && has_fused_bf16<K>) {
       // Lazy or dense bf16 steps with AVX2: one pass widens, steps and rounds (no catch-up).
-      if (r.last == nullptr && g != nullptr && nm == 2 && philox_lanes::cpu_has_avx2()) {
+      if (r.last == nullptr && g != nullptr && nm == 2 && use_avx2()) {
         std::uint64_t const first = b >> 3, last_block = (b + n - 1) >> 3;
         r.rs.words(first, static_cast<std::size_t>(last_block - first + 1), words);
         k.core_bf16_avx2(p, g + o, r.mb[0] + b, r.mb[1] + b, reinterpret_cast<std::uint16_t const*>(words) + (b & 7),
