@@ -84,40 +84,45 @@ SLUICE_TARGET_AVX2 inline __m256i levels8(float const* x, __m256 vmin, __m256 vi
   return _mm256_cvttps_epi32(v);
 }
 
+/// 32 levels (four vectors of 8, int32) as 32 bytes in element order: packs/packus work within
+/// 128-bit lanes, and the permutation puts the 4-byte groups back in order.
+SLUICE_TARGET_AVX2 inline __m256i codes32(__m256i l0, __m256i l1, __m256i l2, __m256i l3) noexcept {
+  __m256i const packed = _mm256_packus_epi16(_mm256_packs_epi32(l0, l1), _mm256_packs_epi32(l2, l3));
+  return _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/// Stores 32 4-bit codes (bytes in element order) as 16 bytes, element 2i in the low nibble of byte
+/// i (the layout of pack_codes).
+SLUICE_TARGET_AVX2 inline void store_nibbles(__m256i codes, std::byte* out) noexcept {
+  // 16-bit word i = code 2i | code 2i+1 << 8 -> byte code 2i | code 2i+1 << 4 in its low half.
+  __m256i const nib = _mm256_or_si256(_mm256_and_si256(codes, _mm256_set1_epi16(0x00ff)),
+                                      _mm256_and_si256(_mm256_srli_epi16(codes, 4), _mm256_set1_epi16(0x00f0)));
+  __m256i const bytes = _mm256_permute4x64_epi64(_mm256_packus_epi16(nib, nib), 0x08);  // qwords 0, 2
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm256_castsi256_si128(bytes));
+}
+
 /// Codes (one byte each) of whole groups of 32; returns the count handled.
 SLUICE_TARGET_AVX2 inline std::size_t levels_f32(float const* SLUICE_RESTRICT x, std::size_t len, float min, float inv,
                                                  float maxq, std::uint8_t* SLUICE_RESTRICT codes) noexcept {
   __m256 const vmin = _mm256_set1_ps(min), vinv = _mm256_set1_ps(inv), top = _mm256_set1_ps(maxq);
-  // packs/packus work within 128-bit lanes; this puts the 4-byte groups back in element order.
-  __m256i const order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   std::size_t j = 0;
-  for (; j + 32 <= len; j += 32) {
-    __m256i const a = _mm256_packs_epi32(levels8(x + j, vmin, vinv, top), levels8(x + j + 8, vmin, vinv, top));
-    __m256i const b = _mm256_packs_epi32(levels8(x + j + 16, vmin, vinv, top), levels8(x + j + 24, vmin, vinv, top));
+  for (; j + 32 <= len; j += 32)
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + j),
-                        _mm256_permutevar8x32_epi32(_mm256_packus_epi16(a, b), order));
-  }
+                        codes32(levels8(x + j, vmin, vinv, top), levels8(x + j + 8, vmin, vinv, top),
+                                levels8(x + j + 16, vmin, vinv, top), levels8(x + j + 24, vmin, vinv, top)));
   return j;
 }
 
-/// 4-bit levels packed two per byte (element 2i in the low nibble of byte i, the layout of
-/// pack_codes) over whole groups of 32, straight from the values: no code buffer round trip.
-/// Returns the count handled.
+/// 4-bit levels packed two per byte over whole groups of 32, straight from the values: no code
+/// buffer round trip. Returns the count handled.
 SLUICE_TARGET_AVX2 inline std::size_t levels4_packed_f32(float const* SLUICE_RESTRICT x, std::size_t len, float min,
                                                          float inv, std::byte* SLUICE_RESTRICT out) noexcept {
   __m256 const vmin = _mm256_set1_ps(min), vinv = _mm256_set1_ps(inv), top = _mm256_set1_ps(15.0f);
-  __m256i const order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-  __m256i const lo = _mm256_set1_epi16(0x00ff), hi = _mm256_set1_epi16(0x00f0);
   std::size_t j = 0;
-  for (; j + 32 <= len; j += 32) {
-    __m256i const a = _mm256_packs_epi32(levels8(x + j, vmin, vinv, top), levels8(x + j + 8, vmin, vinv, top));
-    __m256i const b = _mm256_packs_epi32(levels8(x + j + 16, vmin, vinv, top), levels8(x + j + 24, vmin, vinv, top));
-    __m256i const codes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(a, b), order);  // 32 codes in order
-    // 16-bit word i = code 2i | code 2i+1 << 8 -> byte code 2i | code 2i+1 << 4 in its low half.
-    __m256i const nib = _mm256_or_si256(_mm256_and_si256(codes, lo), _mm256_and_si256(_mm256_srli_epi16(codes, 4), hi));
-    __m256i const bytes = _mm256_permute4x64_epi64(_mm256_packus_epi16(nib, nib), 0x08);  // qwords 0, 2
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + j / 2), _mm256_castsi256_si128(bytes));
-  }
+  for (; j + 32 <= len; j += 32)
+    store_nibbles(codes32(levels8(x + j, vmin, vinv, top), levels8(x + j + 8, vmin, vinv, top),
+                          levels8(x + j + 16, vmin, vinv, top), levels8(x + j + 24, vmin, vinv, top)),
+                  out + j / 2);
   return j;
 }
 
@@ -130,8 +135,6 @@ SLUICE_TARGET_AVX2 inline std::size_t levels4_residual_f32(float const* SLUICE_R
                                                            float* SLUICE_RESTRICT e) noexcept {
   __m256 const vmin = _mm256_set1_ps(min), vinv = _mm256_set1_ps(inv), top = _mm256_set1_ps(15.0f);
   __m256 const vunit = _mm256_set1_ps(unit);
-  __m256i const order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-  __m256i const lo = _mm256_set1_epi16(0x00ff), hi = _mm256_set1_epi16(0x00f0);
   std::size_t j = 0;
   for (; j + 32 <= len; j += 32) {
     __m256i l[4];
@@ -141,11 +144,7 @@ SLUICE_TARGET_AVX2 inline std::size_t levels4_residual_f32(float const* SLUICE_R
       __m256 const v = _mm256_add_ps(vmin, _mm256_mul_ps(_mm256_cvtepi32_ps(l[q]), vunit));
       _mm256_storeu_ps(e + j + 8 * static_cast<std::size_t>(q), _mm256_sub_ps(_mm256_loadu_ps(cq), v));
     }
-    __m256i const codes = _mm256_permutevar8x32_epi32(
-        _mm256_packus_epi16(_mm256_packs_epi32(l[0], l[1]), _mm256_packs_epi32(l[2], l[3])), order);
-    __m256i const nib = _mm256_or_si256(_mm256_and_si256(codes, lo), _mm256_and_si256(_mm256_srli_epi16(codes, 4), hi));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + j / 2),
-                     _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi16(nib, nib), 0x08)));
+    store_nibbles(codes32(l[0], l[1], l[2], l[3]), out + j / 2);
   }
   return j;
 }
