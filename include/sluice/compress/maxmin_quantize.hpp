@@ -96,17 +96,22 @@ struct maxmin_quantize {
       std::array<std::uint8_t, 4096> codes;
       for (std::size_t b = b0; b < b1; ++b) {
         std::size_t const first = b * bucket, len = std::min(bucket, n - first);
+        std::size_t const next = b + 1 < b1 ? std::min(bucket, n - first - len) : 0;
         T const* const x = in.data() + first;
-        // The next bucket's lines are requested now, so memory keeps streaming while this bucket
-        // (already in L1) is quantized and packed.
-        if (b + 1 < b1) compress_detail::prefetch_range(x + len, std::min(bucket, n - first - len));
+        // The next bucket's lines are requested while this bucket (already in L1) is quantized
+        // and packed, so memory keeps streaming: spread over the packing loop where the 4-bit
+        // body runs, else all at once here.
+        bool const pack4 = std::is_same_v<T, float> && bits == 4 && round == rounding::nearest && first % 2 == 0;
+        if (!pack4) compress_detail::prefetch_range(x + len, next);
         auto const r = compress_detail::maxmin_bucket_range(x, len, bits);
         std::memcpy(ranges + 8 * b, &r.min, 4);
         std::memcpy(ranges + 8 * b + 4, &r.unit, 4);
         std::size_t done = 0;  // elements quantized and packed in one go
         if constexpr (std::is_same_v<T, float>)
-          if (bits == 4 && round == rounding::nearest && first % 2 == 0)
-            done = compress_detail::maxmin_pack4_nearest(x, len, r, packed + first / 2);
+          if (pack4) {
+            done = compress_detail::maxmin_pack4_nearest(x, len, r, packed + first / 2, x + len, next);
+            if (done == 0) compress_detail::prefetch_range(x + len, next);
+          }
         if (done < len) {
           compress_detail::maxmin_quantize_bucket(x + done, len - done, r, bits, round, stream, first + done,
                                                   codes.data());

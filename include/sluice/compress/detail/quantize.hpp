@@ -113,16 +113,30 @@ SLUICE_TARGET_AVX2 inline std::size_t levels_f32(float const* SLUICE_RESTRICT x,
   return j;
 }
 
+/// Bytes [from, to) of a region of `bytes` bytes at `p`, asked for one cache line at a time.
+inline void prefetch_lines(char const* p, std::size_t bytes, std::size_t from, std::size_t to) noexcept {
+  for (std::size_t o = from; o < to && o < bytes; o += 64) __builtin_prefetch(p + o, 0, 3);
+}
+
 /// 4-bit levels packed two per byte over whole groups of 32, straight from the values: no code
-/// buffer round trip. Returns the count handled.
+/// buffer round trip. Returns the count handled. The lines of `ahead` (`ahead_bytes`, the next
+/// bucket) are requested two per group of 32, spread over the loop: a burst of requests at the
+/// start of a bucket fills the miss buffers and stalls, a steady trickle keeps memory streaming
+/// while this bucket is computed (the rest, when the loop is shorter, after it).
 SLUICE_TARGET_AVX2 inline std::size_t levels4_packed_f32(float const* SLUICE_RESTRICT x, std::size_t len, float min,
-                                                         float inv, std::byte* SLUICE_RESTRICT out) noexcept {
+                                                         float inv, std::byte* SLUICE_RESTRICT out,
+                                                         void const* ahead = nullptr,
+                                                         std::size_t ahead_bytes = 0) noexcept {
   __m256 const vmin = _mm256_set1_ps(min), vinv = _mm256_set1_ps(inv), top = _mm256_set1_ps(15.0f);
+  auto const* const a = static_cast<char const*>(ahead);
   std::size_t j = 0;
-  for (; j + 32 <= len; j += 32)
+  for (; j + 32 <= len; j += 32) {
+    if (4 * j < ahead_bytes) prefetch_lines(a, ahead_bytes, 4 * j, 4 * j + 128);
     store_nibbles(codes32(levels8(x + j, vmin, vinv, top), levels8(x + j + 8, vmin, vinv, top),
                           levels8(x + j + 16, vmin, vinv, top), levels8(x + j + 24, vmin, vinv, top)),
                   out + j / 2);
+  }
+  prefetch_lines(a, ahead_bytes, 4 * j, ahead_bytes);
   return j;
 }
 
@@ -132,11 +146,19 @@ SLUICE_TARGET_AVX2 inline std::size_t levels4_packed_f32(float const* SLUICE_RES
 /// buffer in between. Returns the count handled.
 SLUICE_TARGET_AVX2 inline std::size_t levels4_residual_f32(float const* SLUICE_RESTRICT c, std::size_t len, float min,
                                                            float inv, float unit, std::byte* SLUICE_RESTRICT out,
-                                                           float* SLUICE_RESTRICT e) noexcept {
+                                                           float* SLUICE_RESTRICT e, void const* ahead0 = nullptr,
+                                                           void const* ahead1 = nullptr,
+                                                           std::size_t ahead_bytes = 0) noexcept {
   __m256 const vmin = _mm256_set1_ps(min), vinv = _mm256_set1_ps(inv), top = _mm256_set1_ps(15.0f);
   __m256 const vunit = _mm256_set1_ps(unit);
+  auto const* const a0 = static_cast<char const*>(ahead0);
+  auto const* const a1 = static_cast<char const*>(ahead1);
   std::size_t j = 0;
   for (; j + 32 <= len; j += 32) {
+    if (4 * j < ahead_bytes) {  // as levels4_packed_f32: the next bucket's lines, two of each stream per 32
+      prefetch_lines(a0, ahead_bytes, 4 * j, 4 * j + 128);
+      prefetch_lines(a1, ahead_bytes, 4 * j, 4 * j + 128);
+    }
     __m256i l[4];
     for (int q = 0; q < 4; ++q) {
       float const* const cq = c + j + 8 * static_cast<std::size_t>(q);
@@ -146,6 +168,8 @@ SLUICE_TARGET_AVX2 inline std::size_t levels4_residual_f32(float const* SLUICE_R
     }
     store_nibbles(codes32(l[0], l[1], l[2], l[3]), out + j / 2);
   }
+  prefetch_lines(a0, ahead_bytes, 4 * j, ahead_bytes);
+  prefetch_lines(a1, ahead_bytes, 4 * j, ahead_bytes);
   return j;
 }
 
@@ -311,14 +335,16 @@ inline void maxmin_quantize_bucket(T const* SLUICE_RESTRICT x, std::size_t len, 
 
 /// Round-to-nearest 4-bit levels of floats packed straight into `out` (two per byte) for as many
 /// leading elements as a wider body handles; returns that count (0 without one). The caller
-/// quantizes and packs the rest.
+/// quantizes and packs the rest. The `ahead_len` floats at `ahead` (the next bucket) are
+/// prefetched along the way when a body ran.
 inline std::size_t maxmin_pack4_nearest(float const* SLUICE_RESTRICT x, std::size_t len, maxmin_range r,
-                                        std::byte* SLUICE_RESTRICT out) noexcept {
+                                        std::byte* SLUICE_RESTRICT out, float const* ahead = nullptr,
+                                        std::size_t ahead_len = 0) noexcept {
 #if SLUICE_HAVE_AVX2_TARGET
   float const inv = 1.0f / r.unit;
-  if (use_avx2() && std::isfinite(inv)) return avx2::levels4_packed_f32(x, len, r.min, inv, out);
+  if (use_avx2() && std::isfinite(inv)) return avx2::levels4_packed_f32(x, len, r.min, inv, out, ahead, 4 * ahead_len);
 #endif
-  (void)x, (void)len, (void)r, (void)out;
+  (void)x, (void)len, (void)r, (void)out, (void)ahead, (void)ahead_len;
   return 0;
 }
 

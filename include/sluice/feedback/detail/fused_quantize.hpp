@@ -74,8 +74,11 @@ std::size_t residual_fused_quantize(C const& c, feedback_slice const& s, std::sp
       std::size_t const first = b * bucket, len = std::min(bucket, n - first);
       T const* const g = grad.data() + first;
       S* const eb = e.data() + first;
-      if (b + 1 < b1) {  // memory streams the next bucket while this one is worked on in L1
-        std::size_t const next = std::min(bucket, n - first - len);
+      // Memory streams the next bucket while this one is worked on in L1: its lines are requested
+      // spread over the 4-bit residual loop where that body runs, else all at once here.
+      std::size_t const next = b + 1 < b1 ? std::min(bucket, n - first - len) : 0;
+      bool const pack4 = all_float && bits == 4 && c.round == rounding::nearest && len % 32 == 0 && first % 2 == 0;
+      if (!pack4 || !use_avx2()) {
         compress_detail::prefetch_range(g + len, next);
         compress_detail::prefetch_range(eb + len, next);
       }
@@ -115,13 +118,17 @@ std::size_t residual_fused_quantize(C const& c, feedback_slice const& s, std::sp
       if constexpr (all_float) {
         // 4-bit nearest on a finite bucket: levels, packing and residual in one pass over c.
         float const inv = 1.0f / r.unit;
-        if (simd_done && bits == 4 && c.round == rounding::nearest && r.min == r.min && std::isfinite(inv) &&
-            len % 32 == 0 && first % 2 == 0) {
-          compress_detail::avx2::levels4_residual_f32(cf.data(), len, r.min, inv, r.unit, packed + first / 2, eb);
+        if (simd_done && pack4 && r.min == r.min && std::isfinite(inv)) {
+          compress_detail::avx2::levels4_residual_f32(cf.data(), len, r.min, inv, r.unit, packed + first / 2, eb,
+                                                      g + len, eb + len, 4 * next);
           continue;
         }
       }
 #endif
+      if (pack4 && use_avx2()) {  // the 4-bit body did not run: its prefetches were not made
+        compress_detail::prefetch_range(g + len, next);
+        compress_detail::prefetch_range(eb + len, next);
+      }
       compress_detail::maxmin_quantize_bucket(x, len, r, bits, c.round, stream, first, codes.data());
       compress_detail::pack_codes_at(codes.data(), len, bits, packed, first * bits);
       // The receiver's value, narrowed to T as decode narrows it, then e = c - value.
