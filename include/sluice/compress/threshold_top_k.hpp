@@ -98,10 +98,8 @@ struct threshold_top_k {
     std::int32_t const threshold = key_at_rank(std::span(s.sample.data(), m), r);
     std::size_t const chunks = select_chunks(n);
     prepare_chunks(s, chunks);
-    s.cap_above = 0;
     s.cap_cand = std::min(n / chunks + 1, 2 * hi + 1024);
     grow(s.cand, chunks * list_stride(s.cap_cand));
-    grow(s.above, chunks * list_stride(0));
     filter_band(in, s, chunks, threshold, std::numeric_limits<std::int32_t>::max());
     std::size_t c = 0;
     bool overflow = false;

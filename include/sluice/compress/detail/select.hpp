@@ -56,18 +56,19 @@ struct select_workspace {
     std::uint32_t index;
     T value;
   };
-  std::vector<entry> above, cand;                        ///< per chunk: list_stride(cap_above / cap_cand) slots
+  std::vector<entry> cand;                               ///< per chunk: list_stride(cap_cand) slots
   std::vector<std::size_t> n_above, n_cand, n_gt, n_eq;  ///< per chunk counts
   std::vector<std::size_t> quota, offset;                ///< per chunk ties taken / output offset
   std::vector<std::int32_t> sample, keys;                ///< sample keys; candidate keys
   std::vector<std::uint32_t> hist;                       ///< per chunk radix histograms
-  std::size_t cap_above = 0, cap_cand = 0;
-  bool force_radix = false;  ///< tests: always take the radix path
-  bool used_radix = false;   ///< whether the last call took the radix path
+  std::size_t cap_cand = 0;
+  std::int32_t hi = std::numeric_limits<std::int32_t>::max();  ///< upper end of the last filter's band
+  bool force_radix = false;                                    ///< tests: always take the radix path
+  bool used_radix = false;                                     ///< whether the last call took the radix path
 };
 
 /// Slots per chunk of a candidate list with capacity `cap`: writes past the capacity land in the
-/// slack (up to 8 at once from the vector filter), so the hit path needs no bounds branch.
+/// slack, so the hit path needs no bounds branch.
 constexpr std::size_t list_stride(std::size_t cap) noexcept { return cap + 8; }
 
 /// Chunks a selection over n elements is split into (one per thread, at least 2^16 elements each).
@@ -87,12 +88,11 @@ void for_chunks(std::size_t chunks, F&& f) {
   });
 }
 
-/// Per chunk, counts candidates with key > thr.key and == thr.key, then hands out the ties in
-/// chunk order and computes each chunk's output offset. Returns the total selected.
+/// Per chunk, counts the listed entries with key > thr.key and == thr.key, then hands out the
+/// ties in chunk order and computes each chunk's output offset. Returns the total selected.
 template <Element T>
 std::size_t plan_output(select_workspace<T>& ws, std::size_t chunks, top_k_threshold const& thr) {
-  // Serial: a few hundred thousand cached entries at most, cheaper than waking the thread pool.
-  for (std::size_t c = 0; c < chunks; ++c) {
+  for_chunks(chunks, [&](std::size_t c) {
     auto const* e = ws.cand.data() + c * list_stride(ws.cap_cand);
     std::size_t gt = 0, eq = 0;
     for (std::size_t j = 0; j < ws.n_cand[c]; ++j) {
@@ -102,49 +102,38 @@ std::size_t plan_output(select_workspace<T>& ws, std::size_t chunks, top_k_thres
     }
     ws.n_gt[c] = gt;
     ws.n_eq[c] = eq;
-  }
+  });
   std::size_t ties = thr.ties, total = 0;
   for (std::size_t c = 0; c < chunks; ++c) {
     ws.quota[c] = std::min(ties, ws.n_eq[c]);
     ties -= ws.quota[c];
     ws.offset[c] = total;
-    total += ws.n_above[c] + ws.n_gt[c] + ws.quota[c];
+    total += ws.n_gt[c] + ws.quota[c];
   }
   return total;
 }
 
-/// Writes each chunk's selected entries (all of `above`, candidates passing thr) in index order at
-/// the chunk's offset.
+/// Writes each chunk's selected entries (the listed ones passing thr) in index order at the
+/// chunk's offset. Branch-free: every entry is written at the output cursor, which advances only
+/// past the kept ones; the loop stops at the chunk's last output slot.
 template <Element T, class Index>
 void emit_entries(select_workspace<T>& ws, std::size_t chunks, top_k_threshold const& thr, std::span<Index> idx,
                   std::span<T> val) {
   for_chunks(chunks, [&](std::size_t c) {
-    auto const* a = ws.above.data() + c * list_stride(ws.cap_above);
     auto const* d = ws.cand.data() + c * list_stride(ws.cap_cand);
-    std::size_t const na = ws.n_above[c], nd = ws.n_cand[c];
-    std::size_t ia = 0, id = 0, o = ws.offset[c], q = ws.quota[c];
+    std::size_t const nd = ws.n_cand[c];
+    std::size_t o = ws.offset[c], q = ws.quota[c];
+    std::size_t const end = o + ws.n_gt[c] + q;
+    std::int64_t const t = thr.key;
     Index* SLUICE_RESTRICT io = idx.data();
     T* SLUICE_RESTRICT vo = val.data();
-    while (id < nd) {
-      std::int64_t const key = magnitude_key(d[id].value);
-      bool keep = key > thr.key;
-      if (!keep && key == thr.key && q > 0) {
-        keep = true;
-        --q;
-      }
-      if (keep) {
-        while (ia < na && a[ia].index < d[id].index) {
-          io[o] = static_cast<Index>(a[ia].index);
-          vo[o++] = a[ia++].value;
-        }
-        io[o] = static_cast<Index>(d[id].index);
-        vo[o++] = d[id].value;
-      }
-      ++id;
-    }
-    for (; ia < na; ++ia) {
-      io[o] = static_cast<Index>(a[ia].index);
-      vo[o++] = a[ia].value;
+    for (std::size_t j = 0; j < nd && o < end; ++j) {
+      std::int64_t const key = magnitude_key(d[j].value);
+      bool const tie = (key == t) & (q > 0);
+      q -= tie;
+      io[o] = static_cast<Index>(d[j].index);
+      vo[o] = d[j].value;
+      o += (key > t) | tie;
     }
   });
 }
@@ -161,13 +150,18 @@ top_k_threshold candidate_threshold(select_workspace<T>& ws, std::size_t chunks,
   if (need == 0) return {};
   std::size_t total = 0;
   for (std::size_t c = 0; c < chunks; ++c) total += ws.n_cand[c];
-  grow(ws.keys, total);
+  grow(ws.keys, total + 1);
   std::size_t o = 0;
-  for (std::size_t c = 0; c < chunks; ++c) {
+  std::int32_t const hi = ws.hi;
+  for (std::size_t c = 0; c < chunks; ++c) {  // the band's keys (entries above it are all selected)
     auto const* e = ws.cand.data() + c * list_stride(ws.cap_cand);
-    for (std::size_t j = 0; j < ws.n_cand[c]; ++j) ws.keys[o++] = magnitude_key(e[j].value);
+    for (std::size_t j = 0; j < ws.n_cand[c]; ++j) {
+      std::int32_t const key = magnitude_key(e[j].value);
+      ws.keys[o] = key;
+      o += key <= hi;
+    }
   }
-  std::span<std::int32_t> keys(ws.keys.data(), total);
+  std::span<std::int32_t> keys(ws.keys.data(), o);
   // One histogram pass over the (cache-resident) candidate keys narrows the threshold to one of
   // 2048 key ranges; nth_element then runs on that range only.
   auto const [kmin, kmax] = std::minmax_element(keys.begin(), keys.end());
@@ -224,105 +218,89 @@ inline unsigned group_mask(T const* SLUICE_RESTRICT x, std::int32_t lo) noexcept
 #if SLUICE_HAVE_AVX2_TARGET
 namespace avx2 {
 
-/// For every 8-bit mask, the positions of its set bits, left-packed (the permutation that moves
-/// the selected lanes of a vector to its front, in order).
-inline std::array<std::array<std::uint32_t, 8>, 256> const& left_pack_table() noexcept {
-  static std::array<std::array<std::uint32_t, 8>, 256> const table = [] {
-    std::array<std::array<std::uint32_t, 8>, 256> t{};
-    for (unsigned m = 0; m < 256; ++m) {
-      unsigned k = 0;
-      for (unsigned j = 0; j < 8; ++j)
-        if (m & (1u << j)) t[m][k++] = j;
-    }
-    return t;
-  }();
-  return table;
+/// Bit j set when element j of the 32 floats at p has key >= lo (`below` = lo - 1 in every lane).
+SLUICE_TARGET_AVX2 inline std::uint32_t band_mask32(float const* SLUICE_RESTRICT p, __m256i below) noexcept {
+  __m256i const magnitude = _mm256_set1_epi32(0x7fffffff);
+  __m256i g[4];
+  for (int q = 0; q < 4; ++q)
+    g[q] = _mm256_cmpgt_epi32(
+        _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<__m256i const*>(p + 8 * q)), magnitude), below);
+  // Two packs leave the bytes of 4-lane quarters interleaved per 128-bit lane; one permute restores
+  // element order.
+  __m256i const w = _mm256_packs_epi16(_mm256_packs_epi32(g[0], g[1]), _mm256_packs_epi32(g[2], g[3]));
+  __m256i const w_in_order = _mm256_permutevar8x32_epi32(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  return static_cast<std::uint32_t>(_mm256_movemask_epi8(w_in_order));
 }
 
-/// Appends the lanes of (index, value) selected by `mask` to `list` at min(count, cap), as
-/// {u32 index, float value} entries in lane order; count grows by the number selected.
-SLUICE_TARGET_AVX2 inline void append8(select_workspace<float>::entry* list, std::size_t cap, std::size_t& count,
-                                       unsigned mask, __m256i index, __m256 value, std::uint32_t const* perm) noexcept {
-  __m256i const p = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(perm));
-  __m256i const pi = _mm256_permutevar8x32_epi32(index, p);
-  __m256i const pv = _mm256_permutevar8x32_epi32(_mm256_castps_si256(value), p);
-  __m256i const lo = _mm256_unpacklo_epi32(pi, pv), hi = _mm256_unpackhi_epi32(pi, pv);
-  auto* out = reinterpret_cast<__m256i*>(list + std::min(count, cap));
-  _mm256_storeu_si256(out, _mm256_permute2x128_si256(lo, hi, 0x20));      // entries 0-3
-  _mm256_storeu_si256(out + 1, _mm256_permute2x128_si256(lo, hi, 0x31));  // entries 4-7
-  count += static_cast<std::size_t>(std::popcount(mask));
-}
-
-/// The filter of filter_band over whole groups of 32 floats of [b, e); returns where it stopped.
+/// The filter of filter_band over whole groups of 64 floats of [b, e); returns where it stopped.
+/// The hits of a group are taken by a fixed number of branch-free steps (lowest set bit, append
+/// at the list cursor, advance the cursor by whether there was one), so the common group with 0
+/// to `fixed` hits runs without a data-dependent branch; only rarer fuller groups loop.
+template <int fixed>
 SLUICE_TARGET_AVX2 inline std::size_t filter_band_f32(float const* SLUICE_RESTRICT x, std::size_t b, std::size_t e,
                                                       std::int32_t lo, std::int32_t hi,
-                                                      select_workspace<float>::entry* a, std::size_t ca,
-                                                      std::size_t& na, select_workspace<float>::entry* d,
-                                                      std::size_t cc, std::size_t& nd) noexcept {
-  auto const& lut = left_pack_table();
-  __m256i const magnitude = _mm256_set1_epi32(0x7fffffff);
-  __m256i const below = _mm256_set1_epi32(lo - 1), top = _mm256_set1_epi32(hi);  // key > lo - 1 <=> key >= lo
-  __m256i const iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  constexpr std::size_t prefetch_ahead = 1024;  // bytes; best of 1, 4 KiB measured (docs/performance/compress.md)
+                                                      select_workspace<float>::entry* SLUICE_RESTRICT d, std::size_t cc,
+                                                      std::size_t& nd_out, std::size_t& na_out) noexcept {
+  __m256i const below = _mm256_set1_epi32(lo - 1);  // key > lo - 1 <=> key >= lo
+  std::size_t nd = nd_out, na = na_out;
+  auto take = [&](std::size_t i, std::uint64_t m) {
+    auto const j = static_cast<std::size_t>(std::countr_zero(m | (std::uint64_t{1} << 63)));
+    float const v = x[i + j];
+    auto const key = static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(v) & 0x7fffffffu);
+    bool const hit = m != 0;
+    d[std::min(nd, cc)] = {static_cast<std::uint32_t>(i + j), v};
+    nd += hit;
+    na += hit & (key > hi);
+  };
   std::size_t i = b;
-  for (; i + 32 <= e; i += 32) {
-    // Mispredicted hit branches stall the loads behind them; requests issued well ahead keep
-    // memory busy through those stalls.
-    _mm_prefetch(reinterpret_cast<char const*>(x + i) + prefetch_ahead, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<char const*>(x + i) + prefetch_ahead + 64, _MM_HINT_T0);
-    __m256i k[4], g[4];
-    for (int q = 0; q < 4; ++q) {
-      k[q] = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<__m256i const*>(x + i + 8 * q)), magnitude);
-      g[q] = _mm256_cmpgt_epi32(k[q], below);
+  constexpr std::size_t prefetch_ahead = 1024;  // bytes
+  for (; i + 64 <= e; i += 64) {
+    for (std::size_t l = 0; l < 256; l += 64)
+      _mm_prefetch(reinterpret_cast<char const*>(x + i) + prefetch_ahead + l, _MM_HINT_T0);
+    std::uint64_t m = band_mask32(x + i, below) | std::uint64_t{band_mask32(x + i + 32, below)} << 32;
+    for (int s = 0; s < fixed; ++s) {
+      take(i, m);
+      m &= m - 1;
     }
-    __m256i const any = _mm256_or_si256(_mm256_or_si256(g[0], g[1]), _mm256_or_si256(g[2], g[3]));
-    if (_mm256_testz_si256(any, any)) continue;
-    for (int q = 0; q < 4; ++q) {
-      auto const hit = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(g[q])));
-      if (hit == 0) continue;
-      auto const up = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(k[q], top))));
-      unsigned const band = hit & ~up;
-      __m256i const index =
-          _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(i + 8 * static_cast<std::size_t>(q))), iota);
-      __m256 const value = _mm256_loadu_ps(x + i + 8 * q);
-      if (up != 0) append8(a, ca, na, up, index, value, lut[up].data());
-      if (band != 0) append8(d, cc, nd, band, index, value, lut[band].data());
-    }
+    while (m != 0) [[unlikely]] {
+        take(i, m);
+        m &= m - 1;
+      }
   }
+  nd_out = nd;
+  na_out = na;
   return i;
 }
 
 }  // namespace avx2
 #endif
 
-/// Filter pass: per chunk, entries with key > hi go to `above`, lo <= key <= hi to `cand` (both in
-/// index order). Counts keep running past the capacities; an overflow shows as n > cap.
+/// Filter pass: per chunk, every entry with key >= lo goes to `cand` (in index order); n_cand
+/// counts them and n_above those with key > hi. Counts keep running past the capacity; an
+/// overflow shows as n_cand > cap_cand.
 template <Element T>
 void filter_band(std::span<T const> in, select_workspace<T>& ws, std::size_t chunks, std::int32_t lo, std::int32_t hi) {
   std::size_t const n = in.size();
+  ws.hi = hi;
   for_chunks(chunks, [&](std::size_t c) {
     std::size_t const b = chunk_begin(c, chunks, n), e = chunk_begin(c + 1, chunks, n);
-    // Each chunk owns cap + 1 slots per list: the last one absorbs writes past the capacity, so
-    // the hit path is branch-free; counts keep running and reveal the overflow.
-    auto* SLUICE_RESTRICT a = ws.above.data() + c * list_stride(ws.cap_above);
+    // Each chunk owns cap + 8 slots: the slack absorbs writes past the capacity, so the hit path
+    // is branch-free; counts keep running and reveal the overflow.
     auto* SLUICE_RESTRICT d = ws.cand.data() + c * list_stride(ws.cap_cand);
-    std::size_t const ca = ws.cap_above, cc = ws.cap_cand;
+    std::size_t const cc = ws.cap_cand;
     std::size_t na = 0, nd = 0;
     T const* SLUICE_RESTRICT x = in.data();
     std::int32_t const lo_key = lo, hi_key = hi;
     auto one = [&](std::size_t i) {
       std::int32_t const key = magnitude_key(x[i]);
-      typename select_workspace<T>::entry const ent{static_cast<std::uint32_t>(i), x[i]};
-      bool const up = key > hi_key, in_band = !up && key >= lo_key;
-      a[std::min(na, ca)] = ent;
-      d[std::min(nd, cc)] = ent;
-      na += up;
-      nd += in_band;
+      d[std::min(nd, cc)] = {static_cast<std::uint32_t>(i), x[i]};
+      nd += key >= lo_key;
+      na += key > hi_key;
     };
     std::size_t i = b;
 #if SLUICE_HAVE_AVX2_TARGET
     if constexpr (std::is_same_v<T, float>)
-      if (use_avx2()) i = avx2::filter_band_f32(x, b, e, lo_key, hi_key, a, ca, na, d, cc, nd);
+      if (use_avx2()) i = avx2::filter_band_f32<3>(x, b, e, lo_key, hi_key, d, cc, nd, na);
 #endif
     constexpr std::size_t group = 16;
     for (; i + group <= e; i += group) {
@@ -458,9 +436,7 @@ top_k_threshold select_top_k(std::span<T const> in, std::size_t k, select_worksp
     double const per = static_cast<double>(n) / static_cast<double>(m);
     auto const expect_cand = static_cast<std::size_t>((r_lo - std::max(0.0, r_hi) + 1.0) * per * 1.5) + 1024;
     std::size_t const chunk_len = n / chunks + 1;
-    ws.cap_above = std::min(k, chunk_len);
-    ws.cap_cand = std::min(expect_cand, chunk_len);
-    grow(ws.above, chunks * list_stride(ws.cap_above));
+    ws.cap_cand = std::min(std::min(k, chunk_len) + expect_cand, chunk_len);
     grow(ws.cand, chunks * list_stride(ws.cap_cand));
     filter_band(in, ws, chunks, lo, hi);
     std::size_t a = 0, d = 0;
@@ -468,13 +444,13 @@ top_k_threshold select_top_k(std::span<T const> in, std::size_t k, select_worksp
     for (std::size_t c = 0; c < chunks; ++c) {
       a += ws.n_above[c];
       d += ws.n_cand[c];
-      overflow |= ws.n_above[c] > ws.cap_above || ws.n_cand[c] > ws.cap_cand;
+      overflow |= ws.n_cand[c] > ws.cap_cand;
     }
-    if (!overflow && a <= k && k <= a + d) {
-      top_k_threshold const thr = candidate_threshold(ws, chunks, k - a);
+    if (!overflow && a <= k && k <= d) {
+      // Nothing from the band: exactly the entries above hi.
+      top_k_threshold const thr = a == k ? top_k_threshold{hi, 0} : candidate_threshold(ws, chunks, k - a);
       [[maybe_unused]] std::size_t const total = plan_output(ws, chunks, thr);
       emit_entries(ws, chunks, thr, idx, val);
-      if (thr.key == top_k_threshold::no_key) return {hi, 0};  // nothing from the band: all above hi
       return thr;
     }
   }
