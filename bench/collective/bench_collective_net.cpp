@@ -68,6 +68,22 @@ void BM_sparse_allgather_top_k(benchmark::State& state) {
   });
 }
 
+// The same exchange into a sparse result (the sum as sorted (index, value) pairs, as a CPU sparse
+// optimizer takes it): no dense output to clear, each message merged into the running sum on arrival.
+void BM_sparse_allgather_top_k_sparse_out(benchmark::State& state) {
+  on_network(state, [&](auto& t) {
+    auto g = bench::rank_gradient(t.rank(), n_grad);
+    top_k const codec{.ratio = 0.01};
+    allgather_workspace<top_k> ws;
+    sparse_buffer<float> out;
+    std::uint64_t step = 0;
+    bench::run_net(state, t, [&] {
+      sparse_allgather(t, codec, std::span<float const>(g), out, ctx_for(step++), ws);
+      return ws.sent_bytes;
+    });
+  });
+}
+
 // The exchange alone, the message encoded beforehand (as in a pipeline whose compression stage runs
 // ahead of communication).
 void BM_sparse_allgather_top_k_exchange(benchmark::State& state) {
@@ -85,6 +101,22 @@ void BM_sparse_allgather_top_k_exchange(benchmark::State& state) {
       auto const s = step++ % msgs.size();
       sparse_allgather_encoded(t, codec, std::span<std::byte const>(msgs[s]), std::span<float>(out), ctx_for(s), ws);
       return ws.sent_bytes;
+    });
+  });
+}
+
+// The selection alone (the encode of BM_sparse_allgather_top_k, every rank at once on this host's
+// shared cores): the part of the full allgather that no byte on the wire can overlap.
+void BM_sparse_allgather_top_k_encode(benchmark::State& state) {
+  on_network(state, [&](auto& t) {
+    auto g = bench::rank_gradient(t.rank(), n_grad);
+    top_k const codec{.ratio = 0.01};
+    top_k::workspace<float> ews;
+    std::vector<std::byte> msg;
+    std::uint64_t step = 0;
+    bench::run_net(state, t, [&] {
+      detail::encode_into(codec, std::span<float const>(g), detail::encode_ctx(ctx_for(step++), t.rank()), ews, msg);
+      return msg.size();
     });
   });
 }
@@ -146,6 +178,8 @@ BENCHMARK(BM_transport_exchange)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ring_allreduce)->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_sparse_allgather_top_k)->Iterations(5)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_sparse_allgather_top_k_sparse_out)->Iterations(5)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_sparse_allgather_top_k_exchange)->Iterations(5)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_sparse_allgather_top_k_encode)->Iterations(5)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_sparse_reduce_scatter_top_k)->Iterations(5)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_scatter_reduce_allgather_maxmin4)->Iterations(5)->UseManualTime()->Unit(benchmark::kMillisecond);

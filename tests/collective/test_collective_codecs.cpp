@@ -69,7 +69,7 @@ TEST_CASE("sparse collectives with top_k and block_top_k equal the sum of the de
         return out;
       });
       CHECK(dense == ref);
-      for (double threshold : {0.0, 1.0}) {
+      for (double threshold : {0.0, 0.07, 1.0}) {  // dense from the start, switching mid-way, never
         auto merged = on_world(world, [&](local_transport& t) {
           allgather_workspace<top_k> ws;
           auto g = test::make_grad(t.rank(), n, ctx.step);
@@ -191,4 +191,46 @@ TEST_CASE("tensors smaller than the world: empty chunks with real codecs") {
     });
     CHECK(rs == test::reference_sum(8, n, ctx.step));
   }
+}
+
+TEST_CASE("the running sparse sum has the same bits whether it stays sparse, starts dense or switches") {
+  // Parts with blocks of 4 over an extent that is not a multiple of 4; values drawn so that
+  // additions round, and some parts share indices.
+  std::size_t const extent = 1'001, block = 4, blocks = (extent + block - 1) / block;
+  std::vector<sparse_buffer<float>> parts(6);
+  std::uint64_t s = 42;
+  auto next = [&] { return s = s * 6364136223846793005ull + 1442695040888963407ull; };
+  std::vector<float> dense(extent, 0.0f);  // the same sums, in the same order, on a dense array
+  for (auto& p : parts) {
+    p.reset(extent, block);
+    std::vector<std::uint32_t> idx;
+    for (std::uint32_t b = 0; b < blocks; ++b)
+      if (next() % 8 == 0) idx.push_back(b);
+    p.resize(idx.size());
+    std::copy(idx.begin(), idx.end(), p.indices().begin());
+    for (auto& v : p.values()) v = static_cast<float>(static_cast<double>(next() >> 11) / 0x1p53 - 0.5) * 3.7f;
+    for (std::size_t k = 0; k < idx.size(); ++k)  // the padding past the extent is zero, as decoders write it
+      for (std::size_t e = 0; e < block; ++e)
+        if (idx[k] * block + e >= extent) p.values()[k * block + e] = 0.0f;
+    scatter(std::as_const(p).view(), std::span<float>(dense), true);
+  }
+  auto sum_with = [&](double dense_above) {
+    detail::sparse_sum sum;
+    sum.reset(extent, dense_above);
+    for (auto const& p : parts) sum.add(p);
+    sparse_buffer<float> out;
+    sum.finish(out);
+    out.view().validate();
+    std::vector<float> d(extent, 0.0f);
+    scatter(std::as_const(out).view(), std::span<float>(d), false);
+    return std::pair{d, std::vector<std::uint32_t>(out.indices().begin(), out.indices().end())};
+  };
+  auto const [sparse_d, sparse_i] = sum_with(1.0);  // never dense
+  auto const [first_d, first_i] = sum_with(0.0);    // dense from the first part
+  auto const [switch_d, switch_i] = sum_with(0.3);  // one part covers ~1/8, so it switches mid-way
+  CHECK(test::hash_of(sparse_d) == test::hash_of(dense));
+  CHECK(test::hash_of(first_d) == test::hash_of(dense));
+  CHECK(test::hash_of(switch_d) == test::hash_of(dense));
+  CHECK(sparse_i == first_i);
+  CHECK(sparse_i == switch_i);
 }

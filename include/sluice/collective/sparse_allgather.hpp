@@ -1,13 +1,14 @@
 // Sparse allgather: every rank's encoded message reaches every rank unchanged, then every rank
 // aggregates all N messages in rank order (StellaTrain's inter-cluster exchange), so replicas agree
-// bit for bit. Sparse results come from a sorted k-way merge-sum, or a dense accumulator when dense enough.
+// bit for bit. Sparse results are a running sum (two-way merges as messages arrive, or a dense
+// accumulator once dense enough).
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <queue>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -19,23 +20,134 @@ namespace sluice {
 
 /// Options of the sparse allgather.
 struct sparse_allgather_options {
-  /// Above this density (total received nnz / extent) the merge uses a dense accumulator.
+  /// Once the running sum covers more than this fraction of the blocks, it continues in a dense
+  /// accumulator (same bits, less work per part at high density).
   double dense_above = 0.25;
   friend bool operator==(sparse_allgather_options const&, sparse_allgather_options const&) = default;
 };
 
-/// Buffers reused across calls (messages, decoded parts, merge heap, dense accumulator).
+namespace detail {
+
+/// Running sum of sparse parts with one extent and block size, added in rank order as each part
+/// arrives, so the aggregation overlaps the wire instead of following it: a linear two-way merge
+/// while the sum is sparse, a dense accumulator once the union of indices covers more than
+/// `dense_above` of the blocks. Both forms compute 0 + v_0 + v_1 + ... per element in rank order,
+/// so the result has the same bits whichever form (or switch point) was used.
+class sparse_sum {
+ public:
+  void reset(std::size_t extent, double dense_above) {
+    extent_ = extent;
+    dense_above_ = dense_above;
+    block_ = blocks_ = parts_ = 0;
+    dense_mode_ = false;
+  }
+
+  /// Adds the next part in rank order; the first part fixes the block size.
+  void add(sparse_buffer<float> const& p) {
+    if (parts_++ == 0) {
+      block_ = p.block_size();
+      blocks_ = block_ == 0 ? 0 : (extent_ + block_ - 1) / block_;
+      acc_.reset(extent_, block_);
+      acc_.resize(p.nnz());
+      std::copy(p.indices().begin(), p.indices().end(), acc_.indices().begin());
+      std::transform(p.values().begin(), p.values().end(), acc_.values().begin(), [](float v) { return 0.0f + v; });
+    } else if (dense_mode_) {
+      add_dense(p);
+      return;
+    } else {
+      merge(p);
+    }
+    if (blocks_ > 0 && static_cast<double>(acc_.nnz()) > dense_above_ * static_cast<double>(blocks_)) to_dense();
+  }
+
+  /// Moves the sum (sorted unique indices) into `out`; the sum is empty afterwards.
+  void finish(sparse_buffer<float>& out) {
+    if (parts_ == 0) {
+      out.reset(extent_, 1);
+      return;
+    }
+    if (!dense_mode_) {
+      std::swap(out, acc_);
+      return;
+    }
+    std::size_t nnz = 0;
+    for (auto m : marks_) nnz += m;
+    out.reset(extent_, block_);
+    out.resize(nnz);
+    std::size_t k = 0;
+    for (std::size_t b = 0; b < blocks_; ++b) {
+      if (!marks_[b]) continue;
+      out.indices()[k] = static_cast<std::uint32_t>(b);
+      for (std::size_t e = 0; e < block_; ++e)
+        out.values()[k * block_ + e] = b * block_ + e < extent_ ? dense_[b * block_ + e] : 0.0f;
+      ++k;
+    }
+  }
+
+ private:
+  void add_dense(sparse_buffer<float> const& p) {
+    scatter(p.view(), std::span<float>(dense_), true);
+    for (auto idx : p.indices()) marks_[idx] = 1;
+  }
+
+  void to_dense() {
+    dense_mode_ = true;
+    dense_.assign(extent_, 0.0f);
+    marks_.assign(blocks_, 0);
+    scatter(std::as_const(acc_).view(), std::span<float>(dense_), false);  // the sums so far, as they are
+    for (auto idx : acc_.indices()) marks_[idx] = 1;
+  }
+
+  // acc_ + p into next_ (both sorted), then swapped: entries of p alone become 0 + v, as the
+  // dense form's first addition makes them.
+  void merge(sparse_buffer<float> const& p) {
+    auto const& a = std::as_const(acc_);
+    auto const ai = a.indices(), pi = p.indices();
+    auto const av = a.values(), pv = p.values();
+    std::size_t const b = block_;
+    next_.reset(extent_, b);
+    next_.resize(ai.size() + pi.size());
+    auto ni = next_.indices();
+    auto nv = next_.values();
+    std::size_t i = 0, j = 0, k = 0;
+    while (i < ai.size() || j < pi.size()) {
+      bool const take_a = j == pi.size() || (i < ai.size() && ai[i] <= pi[j]);
+      bool const take_p = i == ai.size() || (j < pi.size() && pi[j] <= ai[i]);
+      float* const dst = nv.data() + k * b;
+      if (take_a && take_p) {
+        for (std::size_t e = 0; e < b; ++e) dst[e] = av[i * b + e] + pv[j * b + e];
+      } else if (take_a) {
+        std::copy_n(av.data() + i * b, b, dst);
+      } else {
+        for (std::size_t e = 0; e < b; ++e) dst[e] = 0.0f + pv[j * b + e];
+      }
+      ni[k++] = take_a ? ai[i] : pi[j];
+      i += take_a;
+      j += take_p;
+    }
+    next_.resize(k);
+    std::swap(acc_, next_);
+  }
+
+  sparse_buffer<float> acc_{}, next_{};
+  std::vector<float> dense_{};
+  std::vector<std::uint8_t> marks_{};
+  std::size_t extent_ = 0, block_ = 0, blocks_ = 0, parts_ = 0;
+  double dense_above_ = 0.25;
+  bool dense_mode_ = false;
+};
+
+}  // namespace detail
+
+/// Buffers reused across calls (messages, the decoded part, the running sum).
 /// Thread-safety: one workspace per concurrent call.
 template <class C>
 struct allgather_workspace {
   codec_workspace<C, float> encode{};
   codec_workspace<C, float> decode{};
   std::vector<std::vector<std::byte>> messages{};  ///< message of rank j after the exchange
-  std::vector<sparse_buffer<float>> parts{};
-  std::vector<float> dense{};
-  std::vector<std::uint8_t> marks{};
-  std::vector<std::pair<std::uint64_t, std::uint32_t>> heap{};
-  std::vector<std::size_t> cursor{};
+  sparse_buffer<float> part{};                     ///< the message being added, decoded
+  detail::sparse_sum sum{};
   std::size_t received_bytes = 0;  ///< bytes this rank received in the last call
   std::size_t sent_bytes = 0;      ///< bytes this rank sent in the last call
 };
@@ -139,76 +251,10 @@ void sparse_allgather_encoded(T& t, C const& codec, std::span<std::byte const> m
   detail::allgather_sum_dense(t, codec, out, ctx, ws, deadline::after(ctx.timeout));
 }
 
-namespace detail {
-
-/// Sum of sparse parts (same extent and block size) in rank order into `out`: a k-way merge over a
-/// min-heap keyed by (index, part), or a dense accumulator when the total density exceeds `dense_above`.
-template <class C>
-void merge_sum(std::span<sparse_buffer<float> const> parts, std::size_t extent, std::size_t block,
-               sparse_buffer<float>& out, allgather_workspace<C>& ws, double dense_above) {
-  std::size_t total = 0;
-  for (auto const& p : parts) total += p.nnz();
-  std::size_t const blocks = block == 0 ? 0 : (extent + block - 1) / block;
-  out.reset(extent, block);
-  if (blocks > 0 && static_cast<double>(total) > dense_above * static_cast<double>(blocks)) {
-    ws.dense.assign(extent, 0.0f);
-    ws.marks.assign(blocks, 0);
-    for (auto const& p : parts) {
-      scatter(p.view(), std::span<float>(ws.dense), true);
-      for (auto idx : p.indices()) ws.marks[idx] = 1;
-    }
-    std::size_t nnz = 0;
-    for (auto m : ws.marks) nnz += m;
-    out.resize(nnz);
-    std::size_t k = 0;
-    for (std::size_t b = 0; b < blocks; ++b) {
-      if (!ws.marks[b]) continue;
-      out.indices()[k] = static_cast<std::uint32_t>(b);
-      for (std::size_t e = 0; e < block; ++e)
-        out.values()[k * block + e] = b * block + e < extent ? ws.dense[b * block + e] : 0.0f;
-      ++k;
-    }
-    return;
-  }
-  // k-way merge; equal indices pop in part (rank) order, so the sum order matches the dense path.
-  out.reserve(total);
-  auto& heap = ws.heap;
-  heap.clear();
-  auto& pos = ws.cursor;
-  pos.assign(parts.size(), 0);
-  auto greater = [](auto const& a, auto const& b) { return a > b; };
-  for (std::size_t j = 0; j < parts.size(); ++j)
-    if (parts[j].nnz() > 0) heap.emplace_back(parts[j].indices()[0], static_cast<std::uint32_t>(j));
-  std::make_heap(heap.begin(), heap.end(), greater);
-  std::size_t k = 0;
-  out.resize(total);
-  while (!heap.empty()) {
-    std::pop_heap(heap.begin(), heap.end(), greater);
-    auto const [idx, j] = heap.back();
-    heap.pop_back();
-    auto const& p = parts[j];
-    std::size_t const at = pos[j]++;
-    bool const fresh = k == 0 || out.indices()[k - 1] != idx;
-    if (fresh) {
-      out.indices()[k] = static_cast<std::uint32_t>(idx);
-      for (std::size_t e = 0; e < block; ++e) out.values()[k * block + e] = 0.0f + p.values()[at * block + e];
-      ++k;
-    } else {
-      for (std::size_t e = 0; e < block; ++e) out.values()[(k - 1) * block + e] += p.values()[at * block + e];
-    }
-    if (pos[j] < p.nnz()) {
-      heap.emplace_back(p.indices()[pos[j]], j);
-      std::push_heap(heap.begin(), heap.end(), greater);
-    }
-  }
-  out.resize(k);
-}
-
-}  // namespace detail
-
-/// Allgathers the messages of a sparse codec and merge-sums them into a sparse result (sorted
-/// unique indices). Below `opt.dense_above` density a k-way merge, above it a dense accumulator;
-/// both add in rank order, so every rank gets the same bits.
+/// Allgathers the messages of a sparse codec and sums them into a sparse result (sorted unique
+/// indices). Each message is decoded and added as soon as it and those of lower ranks are in (a
+/// two-way merge, or a dense accumulator above `opt.dense_above`), so every rank adds in rank
+/// order and gets the same bits.
 template <Transport T, class C>
 requires SparseCodec<C, float>
 void sparse_allgather(T& t, C const& codec, std::span<float const> in, sparse_buffer<float>& out,
@@ -219,16 +265,16 @@ void sparse_allgather(T& t, C const& codec, std::span<float const> in, sparse_bu
   deadline const d = deadline::after(ctx.timeout);
   auto const w = static_cast<std::size_t>(world);
   ws.messages.resize(w);
-  ws.parts.resize(w);
   detail::encode_into(codec, in, detail::encode_ctx(ctx, r), ws.encode, ws.messages[static_cast<std::size_t>(r)]);
   auto reqs = detail::start_exchange(t, ws, ctx, what);
+  ws.sum.reset(in.size(), opt.dense_above);
   std::size_t block = 0;
-  for (std::size_t j = 0; j < w; ++j) {  // each message is decoded while later ones travel
+  for (std::size_t j = 0; j < w; ++j) {  // each message is added while later ones travel
     if (j != static_cast<std::size_t>(r)) detail::recv_message(t, ws, static_cast<int>(j), ctx, d, in.size(), what);
     try {
       codec.decode_sparse(std::span<std::byte const>(ws.messages[j]), detail::encode_ctx(ctx, static_cast<int>(j)),
-                          ws.decode, ws.parts[j]);
-      auto const& p = ws.parts[j];
+                          ws.decode, ws.part);
+      auto const& p = ws.part;
       require(p.extent() == in.size(), errc::malformed_message, "decoded extent {} where {} was expected", p.extent(),
               in.size());
       require(j == 0 || p.block_size() == block, errc::malformed_message, "block size {} where {} was expected",
@@ -237,9 +283,10 @@ void sparse_allgather(T& t, C const& codec, std::span<float const> in, sparse_bu
     } catch (error const& e) {
       detail::rethrow_with(e, what, ctx, r, static_cast<int>(j));
     }
+    ws.sum.add(ws.part);
   }
   detail::finish_exchange(t, reqs, ctx, d, what);
-  detail::merge_sum(std::span<sparse_buffer<float> const>(ws.parts), in.size(), block, out, ws, opt.dense_above);
+  ws.sum.finish(out);
 }
 
 }  // namespace sluice

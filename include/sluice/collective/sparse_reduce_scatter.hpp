@@ -126,16 +126,19 @@ void sparse_reduce_scatter_core(T& t, C const& codec, std::span<float const> in,
   }
   idle();
   std::size_t const lo = detail::part_begin(blocks, w, ur), hi = detail::part_begin(blocks, w, ur + 1);
-  for (std::size_t j = 0; j < w; ++j) {
-    if (j == ur) continue;
-    auto f = detail::recv_frame(t, static_cast<int>(j), ctx.tag, ws.recv[j], d, expect, what, ctx);
-    try {
-      detail::read_sparse_frame(f, n, block, lo, hi, ws.parts[j]);
-    } catch (error const& e) {
-      detail::rethrow_with(e, what, ctx, r, static_cast<int>(j));
+  ws.ag.sum.reset(n, opt.dense_above);
+  for (std::size_t j = 0; j < w; ++j) {  // added in rank order as the parts arrive
+    if (j != ur) {
+      auto f = detail::recv_frame(t, static_cast<int>(j), ctx.tag, ws.recv[j], d, expect, what, ctx);
+      try {
+        detail::read_sparse_frame(f, n, block, lo, hi, ws.parts[j]);
+      } catch (error const& e) {
+        detail::rethrow_with(e, what, ctx, r, static_cast<int>(j));
+      }
     }
+    ws.ag.sum.add(ws.parts[j]);
   }
-  detail::merge_sum(std::span<sparse_buffer<float> const>(ws.parts), n, block, ws.reduced, ws.ag, opt.dense_above);
+  ws.ag.sum.finish(ws.reduced);
   for (auto& q : reqs) detail::wait_send(t, q, -1, d, what, ctx);
   reqs.clear();
   // Allgather phase: my reduced range to everyone; everyone (me too) reads the same bytes.
