@@ -155,6 +155,25 @@ TEST_CASE("maxmin_quantize is deterministic in the key and differs across steps"
   CHECK(std::vector<std::byte>(a.begin() + 80, a.end()) != std::vector<std::byte>(s.begin() + 80, s.end()));
 }
 
+TEST_CASE("maxmin_quantize frames past the single-pass checksum limit carry the from-scratch checksum") {
+  // The encoder hashes checksum blocks of its level bytes as it writes them, per thread; the
+  // stored value must be the one a receiver recomputes, for aligned and unaligned buckets.
+  std::size_t const n = (std::size_t{3} << 20) + 777;
+  auto const x = gaussian<float>(n, 12, 1e-3f);
+  for (auto const& c : {maxmin_quantize{.bits = 4}, maxmin_quantize{.bits = 3, .bucket = 100},
+                        maxmin_quantize{.bits = 2, .bucket = 1000, .round = rounding::stochastic}}) {
+    CAPTURE(fmt::format("{}", c));
+    sluice::codec_workspace<maxmin_quantize, float> ws;
+    auto const msg = encode(c, x, ws, {.seed = 3});
+    REQUIRE(msg.size() > 2 * sluice::wire::detail::checksum_block + sluice::wire::header_bytes);
+    std::uint64_t stored = 0;
+    std::memcpy(&stored, msg.data() + 72, 8);
+    CHECK(stored == sluice::wire::detail::frame_checksum(msg));
+    auto const y = decode<float>(c, msg, n, ws);
+    CHECK(y.size() == n);
+  }
+}
+
 TEST_CASE("maxmin_quantize surfaces NaN and Inf as NaN buckets") {
   auto x = gaussian<float>(3000, 4);
   x[10] = std::numeric_limits<float>::quiet_NaN();

@@ -119,6 +119,55 @@ TEST_CASE("large payloads: block-wise checksum catches corruption anywhere and s
   expect_malformed(g, "checksum");
 }
 
+TEST_CASE("block digests computed while writing give the checksum computed from scratch") {
+  // Payloads around the single-pass limit and well past it; "threads" own arbitrary byte ranges
+  // and report progress in uneven steps, as an encoder's threads would.
+  for (std::size_t payload : {std::size_t{1} << 19, (std::size_t{3} << 20) + 40, (std::size_t{70} << 20) + 8}) {
+    CAPTURE(payload);
+    std::vector<std::byte> big(payload);
+    for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<std::byte>((i * 2654435761u) >> 13);
+    auto const ref = make_frame({big}, h);
+    std::uint64_t want = 0;
+    std::memcpy(&want, ref.data() + 72, 8);
+    for (std::size_t parts : {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{7}}) {
+      CAPTURE(parts);
+      std::vector<std::byte> out(ref.size());
+      wire::writer w(out, h);
+      std::byte* const p = w.next().data();
+      wire::block_digests d(wire::padded(payload));
+      for (std::size_t t = 0; t < parts; ++t) {
+        std::size_t const lo = payload * t / parts / 8 * 8,
+                          hi = t + 1 == parts ? payload : payload * (t + 1) / parts / 8 * 8;
+        wire::block_digests::hasher hs(d, p, lo, hi);
+        for (std::size_t at = lo; at < hi;) {
+          std::size_t const step = std::min(hi - at, std::size_t{4099} + 1000 * t);
+          std::memcpy(p + at, big.data() + at, step);
+          at += step;
+          hs.done(at - (at < hi ? at % 3 : 0));  // sometimes short of what was written
+        }
+        hs.done(hi);
+      }
+      // All but the blocks that straddle two parts or reach into the padding were hashed here.
+      std::size_t const blocks = wire::detail::block_digest_table(wire::padded(payload)).blocks;
+      CHECK(d.hashed() + parts + 1 >= blocks);
+      CHECK(d.hashed() <= blocks);
+      w.commit(payload);
+      REQUIRE(w.finish(&d) == ref.size());
+      CHECK(out == ref);
+    }
+    // Digests laid out for another payload size are ignored.
+    std::vector<std::byte> out(ref.size());
+    wire::writer w(out, h);
+    wire::block_digests d(payload + 64);
+    std::memcpy(w.next().data(), big.data(), payload);
+    wire::block_digests::hasher hs(d, w.next().data(), 0, payload);
+    hs.done(payload);
+    w.commit(payload);
+    w.finish(&d);
+    CHECK(out == ref);
+  }
+}
+
 TEST_CASE("header fields are validated with messages that say what is wrong") {
   auto const good = make_frame({bytes({1, 2, 3})}, h);
   auto f = good;

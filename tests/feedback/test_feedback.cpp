@@ -384,6 +384,32 @@ TEST_CASE_TEMPLATE("fused residual + maxmin_quantize is bit-identical for every 
       }
     }
 }
+
+TEST_CASE("fused residual + maxmin_quantize is bit-identical past the single-pass checksum limit") {
+  // Large enough that both paths hash checksum blocks while writing (per thread, in the fused one).
+  constexpr std::size_t n = (std::size_t{3} << 20) + 4133;
+  for (auto const& c : {sluice::maxmin_quantize{.bits = 4}, sluice::maxmin_quantize{.bits = 3, .bucket = 100}}) {
+    CAPTURE(fmt::format("{}", c));
+    sluice::residual const fa{.non_finite = sluice::non_finite_policy::propagate};
+    auto fb = fa;
+    fb.fuse = false;
+    feedback_state sa(fa, std::vector<std::size_t>{n}), sb(fb, std::vector<std::size_t>{n});
+    feedback_workspace<sluice::maxmin_quantize, float> wa, wb;
+    std::vector<std::byte> oa(c.max_encoded_bytes(n)), ob(oa.size());
+    for (std::uint64_t t = 0; t < 2; ++t) {
+      auto const g = random_grad(n, static_cast<std::uint32_t>(t + 77));
+      sluice::encode_context const ctx{.seed = 5, .rank = 1, .step = t, .tensor = 3};
+      auto const na = fa.encode(c, sa.slice(0), std::span<float const>(g), ctx, wa, std::span(oa));
+      auto const nb = fb.encode(c, sb.slice(0), std::span<float const>(g), ctx, wb, std::span(ob));
+      REQUIRE(na == nb);
+      REQUIRE(std::equal(oa.begin(), oa.begin() + static_cast<std::ptrdiff_t>(na), ob.begin()));
+      std::uint64_t stored = 0;
+      std::memcpy(&stored, oa.data() + 72, 8);
+      CHECK(stored == sluice::wire::detail::frame_checksum(std::span<std::byte const>(oa.data(), na)));
+      REQUIRE(sa == sb);
+    }
+  }
+}
 #endif
 
 #ifdef SLUICE_TEST_HAVE_BLOCK_TOP_K

@@ -86,13 +86,15 @@ struct maxmin_quantize {
     random_stream const stream(ctx.key());
     bool const aligned = bucket % 8 == 0;
     std::size_t const groups = (nb + 7) / 8;  // 8 buckets always end on a byte boundary
+    // Checksum blocks within a thread's level bytes are hashed as they are written, in cache.
+    std::size_t const at = 16 + 8 * nb;  // payload offset of the level section
+    wire::block_digests digests(max_encoded_bytes<T>(n) - wire::header_bytes);
     parallel_chunks(groups, 4, [&](std::size_t gb, std::size_t ge, int) {
       std::size_t const b0 = gb * 8, b1 = std::min(nb, ge * 8);
-      if (!aligned) {
-        std::size_t const from = b0 * bucket * bits / 8;
-        std::size_t const to = compress_detail::packed_bytes(std::min(n, b1 * bucket), bits);
-        std::memset(packed + from, 0, to - from);
-      }
+      std::size_t const from = b0 * bucket * bits / 8;
+      std::size_t const to = compress_detail::packed_bytes(std::min(n, b1 * bucket), bits);
+      if (!aligned) std::memset(packed + from, 0, to - from);
+      wire::block_digests::hasher hash(digests, packed - at, at + from, at + to);
       std::array<std::uint8_t, 4096> codes;
       for (std::size_t b = b0; b < b1; ++b) {
         std::size_t const first = b * bucket, len = std::min(bucket, n - first);
@@ -117,11 +119,12 @@ struct maxmin_quantize {
                                                   codes.data());
           compress_detail::pack_codes_at(codes.data(), len - done, bits, packed, (first + done) * bits);
         }
+        hash.done(at + (b + 1 == b1 ? to : (first + len) * bits / 8));  // a shared last byte is not final
       }
     });
     w.commit(8 * nb);
     w.commit(compress_detail::packed_bytes(n, bits));
-    return w.finish();
+    return w.finish(&digests);
   }
 
   /// Overwrites `dense` with the decoded tensor.

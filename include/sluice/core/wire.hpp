@@ -156,32 +156,128 @@ struct checksum_state {
 inline constexpr std::size_t checksum_block = std::size_t{256} << 10;
 inline constexpr std::size_t checksum_max_blocks = 256;
 
-inline std::uint64_t frame_checksum(std::span<std::byte const> frame) noexcept {
+/// The block digests of a payload, some of which may have been computed ahead (block_digests).
+struct block_digest_table {
+  std::size_t payload = 0;  ///< payload bytes
+  std::size_t block = 0;    ///< bytes per block
+  std::size_t blocks = 0;   ///< 0: the payload is hashed in one pass
+  std::array<std::uint64_t, checksum_max_blocks> digest{};
+  std::array<std::uint8_t, checksum_max_blocks> known{};  ///< digest[b] already holds block b's digest
+
+  /// The block layout for a payload of `payload` bytes (a function of the length alone).
+  explicit block_digest_table(std::size_t bytes) noexcept : payload(bytes) {
+    if (payload <= 2 * checksum_block) return;
+    block = (payload + checksum_max_blocks - 1) / checksum_max_blocks;
+    block = std::max(checksum_block, (block + 63) / 64 * 64);
+    blocks = (payload + block - 1) / block;
+  }
+};
+
+/// The state that hashes block b: seeded with its index so that swapped blocks differ.
+inline checksum_state block_state(std::size_t b) noexcept {
+  checksum_state d;
+  d.acc[0] ^= static_cast<std::uint64_t>(b) * p3;
+  return d;
+}
+
+/// Checksum of a whole frame; digests that `pre` (laid out for this payload) marks known are
+/// taken from it, the rest are computed (in parallel).
+inline std::uint64_t frame_checksum(std::span<std::byte const> frame,
+                                    block_digest_table const* pre = nullptr) noexcept {
   checksum_state s;
   s.update(frame.first(72));
   auto const payload = frame.subspan(header_bytes);
-  if (payload.size() <= 2 * checksum_block) {
+  block_digest_table t(payload.size());
+  if (t.blocks == 0) {
     s.update(payload);
     return s.finish();
   }
-  std::size_t block = (payload.size() + checksum_max_blocks - 1) / checksum_max_blocks;
-  block = std::max(checksum_block, (block + 63) / 64 * 64);
-  std::size_t const blocks = (payload.size() + block - 1) / block;
-  std::array<std::uint64_t, checksum_max_blocks> digest;
-  parallel_chunks(blocks, 1, [&](std::size_t b0, std::size_t b1, int) {
-    for (std::size_t b = b0; b < b1; ++b) {
-      checksum_state d;
-      d.acc[0] ^= static_cast<std::uint64_t>(b) * p3;
-      d.update(payload.subspan(b * block, std::min(block, payload.size() - b * block)));
-      digest[b] = d.finish();
+  std::array<std::uint32_t, checksum_max_blocks> todo;  // blocks left to hash
+  std::size_t left = 0;
+  for (std::size_t b = 0; b < t.blocks; ++b) {
+    if (pre != nullptr && pre->payload == t.payload && pre->known[b] != 0)
+      t.digest[b] = pre->digest[b];
+    else
+      todo[left++] = static_cast<std::uint32_t>(b);
+  }
+  parallel_chunks(left, 1, [&](std::size_t i0, std::size_t i1, int) {
+    for (std::size_t i = i0; i < i1; ++i) {
+      std::size_t const b = todo[i];
+      checksum_state d = block_state(b);
+      d.update(payload.subspan(b * t.block, std::min(t.block, payload.size() - b * t.block)));
+      t.digest[b] = d.finish();
     }
   });
-  s.update(std::as_bytes(std::span(digest.data(), blocks)));
+  s.update(std::as_bytes(std::span(t.digest.data(), t.blocks)));
   s.length += payload.size();
   return s.finish();
 }
 
 }  // namespace detail
+
+/// Checksum block digests computed while a frame's payload is written, by the thread that writes
+/// the bytes, while they are still in cache (frame_checksum then hashes only the other blocks).
+/// Usage: block_digests d(payload_bytes); per thread, a block_digests::hasher over the payload
+/// bytes [lo, hi) it writes in order, told with done(p) each time bytes [lo, p) are final;
+/// writer::finish(&d). The result equals the checksum computed from scratch whatever the threads.
+class block_digests {
+ public:
+  /// Layout for a payload of `payload_bytes` bytes (section lengths padded, as in frame_bytes).
+  explicit block_digests(std::size_t payload_bytes) noexcept : table_(payload_bytes) {}
+
+  /// Blocks hashed so far (0 for payloads hashed in one pass).
+  [[nodiscard]] std::size_t hashed() const noexcept {
+    return static_cast<std::size_t>(std::count(table_.known.begin(), table_.known.end(), std::uint8_t{1}));
+  }
+
+  /// Hashes the blocks lying wholly inside payload bytes [lo, hi) as their bytes become final.
+  class hasher {
+   public:
+    hasher(block_digests& d, std::byte const* payload, std::size_t lo, std::size_t hi) noexcept
+        : t_(d.table_), payload_(payload), hi_(hi) {
+      if (t_.blocks == 0) {
+        k_ = 0, end_ = 0, fed_ = 0;
+        return;
+      }
+      k_ = (lo + t_.block - 1) / t_.block;
+      start();
+    }
+
+    /// Payload bytes before `p` are final (p non-decreasing): hashes what it can of them.
+    void done(std::size_t p) noexcept {
+      if (t_.blocks == 0) return;
+      while (k_ < t_.blocks && end_ <= hi_ && p > fed_) {
+        std::size_t upto = std::min(p, end_);
+        // Whole 32-byte groups only until the block's end, so pieces hash as the block would.
+        if (upto < end_) upto = fed_ + (upto - fed_) / 32 * 32;
+        if (upto > fed_) d_.update(std::span<std::byte const>(payload_ + fed_, upto - fed_));
+        fed_ = upto;
+        if (fed_ < end_) return;
+        t_.digest[k_] = d_.finish();
+        t_.known[k_] = 1;
+        ++k_;
+        start();
+      }
+    }
+
+   private:
+    void start() noexcept {
+      fed_ = k_ * t_.block;
+      end_ = k_ < t_.blocks ? std::min(fed_ + t_.block, t_.payload) : fed_;
+      d_ = detail::block_state(k_);
+    }
+
+    detail::block_digest_table& t_;
+    std::byte const* payload_;
+    std::size_t hi_;
+    std::size_t k_ = 0, fed_ = 0, end_ = 0;
+    detail::checksum_state d_;
+  };
+
+ private:
+  friend class writer;
+  detail::block_digest_table table_;
+};
 
 /// Builds one frame in a caller-owned buffer: header first (written by finish()), then sections in
 /// order. Usage: `writer w(out, h); auto s = w.next(); ...fill s...; w.commit(n); w.finish();`
@@ -215,8 +311,9 @@ class writer {
     commit(bytes.size());
   }
 
-  /// Writes the header and checksum; returns the frame size in bytes.
-  std::size_t finish() noexcept {
+  /// Writes the header and checksum; returns the frame size in bytes. `digests`: block digests
+  /// computed while the payload was written (ignored unless laid out for this payload's size).
+  std::size_t finish(block_digests const* digests = nullptr) noexcept {
     std::byte* o = out_.data();
     detail::store<std::uint32_t>(o + 0, magic);
     detail::store<std::uint16_t>(o + 4, version);
@@ -231,7 +328,8 @@ class writer {
     detail::store<std::uint64_t>(o + 32, header_.extent);
     for (std::size_t i = 0; i < max_sections; ++i)
       detail::store<std::uint64_t>(o + 40 + 8 * i, i < count_ ? lengths_[i] : 0);
-    detail::store<std::uint64_t>(o + 72, detail::frame_checksum(out_.first(pos_)));
+    detail::store<std::uint64_t>(o + 72,
+                                 detail::frame_checksum(out_.first(pos_), digests ? &digests->table_ : nullptr));
     return pos_;
   }
 

@@ -58,13 +58,18 @@ std::size_t residual_fused_quantize(C const& c, feedback_slice const& s, std::sp
   bool const aligned = bucket % 8 == 0;
   std::size_t const groups = (nb + 7) / 8;
   std::atomic<std::uint64_t> bad_total{0};
+  // Checksum blocks within a thread's level bytes are hashed as they are written (as encode does).
+  std::size_t const at = 16 + 8 * nb;  // payload offset of the level section
+  wire::block_digests digests(c.max_encoded_bytes(n) - wire::header_bytes);
   parallel_chunks(groups, 4, [&](std::size_t gb, std::size_t ge, int) {
     std::size_t const b0 = gb * 8, b1 = std::min(nb, ge * 8);
-    if (!aligned) {
-      std::size_t const from = b0 * bucket * bits / 8;
-      std::size_t const to = compress_detail::packed_bytes(std::min(n, b1 * bucket), bits);
-      std::memset(packed + from, 0, to - from);
-    }
+    std::size_t const from = b0 * bucket * bits / 8;
+    std::size_t const to = compress_detail::packed_bytes(std::min(n, b1 * bucket), bits);
+    if (!aligned) std::memset(packed + from, 0, to - from);
+    wire::block_digests::hasher hash(digests, packed - at, at + from, at + to);
+    auto const final_bytes = [&](std::size_t b) {  // level bytes final after bucket b (a shared last byte is not)
+      return at + (b + 1 == b1 ? to : std::min(n, (b + 1) * bucket) * bits / 8);
+    };
     alignas(64) std::array<float, 4096> cf;
     alignas(64) std::array<T, 4096> ct;
     alignas(64) std::array<std::uint8_t, 4096> codes;
@@ -121,6 +126,7 @@ std::size_t residual_fused_quantize(C const& c, feedback_slice const& s, std::sp
         if (simd_done && pack4 && r.min == r.min && std::isfinite(inv)) {
           compress_detail::avx2::levels4_residual_f32(cf.data(), len, r.min, inv, r.unit, packed + first / 2, eb,
                                                       g + len, eb + len, 4 * next);
+          hash.done(final_bytes(b));
           continue;
         }
       }
@@ -141,13 +147,14 @@ std::size_t residual_fused_quantize(C const& c, feedback_slice const& s, std::sp
       store_range<S>(eb, done, len, rs, offset + first, [&](std::size_t j) {
         return cf[j] - to_float(from_float<T>(compress_detail::maxmin_value(r, codes[j])));
       });
+      hash.done(final_bytes(b));
     }
     if (bad != 0) bad_total.fetch_add(bad, std::memory_order_relaxed);
   });
   w.commit(8 * nb);
   w.commit(compress_detail::packed_bytes(n, bits));
   if (auto const bad = bad_total.load()) s.state().record_non_finite(bad);
-  return w.finish();
+  return w.finish(&digests);
 #else
   (void)c, (void)s, (void)grad, (void)ctx, (void)out;
   return 0;
