@@ -46,9 +46,10 @@ namespace avx2 {
 // vectors) and leave the tail to the baseline code. Compiled without FMA, so the multiply and add
 // of a level stay two roundings: the results are bit-identical to the baseline bodies (tested).
 
-/// Running min, max and poison (x - x: 0, or NaN for NaN and Inf) of 16 floats per step, in two
-/// independent halves; finish() reduces them (min and max of finite values do not depend on the
-/// order of the reduction).
+/// Running min, max and poison (x - x: ±0, or NaN for NaN and Inf, OR-ed bitwise: ±0 until a NaN
+/// sets the exponent bits, and a one-cycle chain where an add would take three) of 16 floats per
+/// step, in two independent halves; finish() reduces them (min and max of finite values do not
+/// depend on the order of the reduction).
 struct range_acc {
   __m256 mn0, mn1, mx0, mx1, p0, p1;
   SLUICE_TARGET_AVX2 range_acc(float mn, float mx) noexcept
@@ -56,14 +57,14 @@ struct range_acc {
   SLUICE_TARGET_AVX2 void add(__m256 a, __m256 b) noexcept {
     mn0 = _mm256_min_ps(mn0, a), mn1 = _mm256_min_ps(mn1, b);
     mx0 = _mm256_max_ps(mx0, a), mx1 = _mm256_max_ps(mx1, b);
-    p0 = _mm256_add_ps(p0, _mm256_sub_ps(a, a)), p1 = _mm256_add_ps(p1, _mm256_sub_ps(b, b));
+    p0 = _mm256_or_ps(p0, _mm256_sub_ps(a, a)), p1 = _mm256_or_ps(p1, _mm256_sub_ps(b, b));
   }
   SLUICE_TARGET_AVX2 void finish(float& mn, float& mx, bool& poisoned) const noexcept {
     alignas(32) float l[16];
     _mm256_store_ps(l, _mm256_min_ps(mn0, mn1));
     _mm256_store_ps(l + 8, _mm256_max_ps(mx0, mx1));
     for (int t = 0; t < 8; ++t) mn = l[t] < mn ? l[t] : mn, mx = l[8 + t] > mx ? l[8 + t] : mx;
-    poisoned = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_add_ps(p0, p1), _mm256_setzero_ps(), _CMP_EQ_OQ)) != 0xff;
+    poisoned = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_or_ps(p0, p1), _mm256_setzero_ps(), _CMP_EQ_OQ)) != 0xff;
   }
 };
 
@@ -82,6 +83,14 @@ SLUICE_TARGET_AVX2 inline __m256i levels8(float const* x, __m256 vmin, __m256 vi
   __m256 v = _mm256_add_ps(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x), vmin), vinv), _mm256_set1_ps(0.5f));
   v = _mm256_min_ps(_mm256_max_ps(v, _mm256_setzero_ps()), top);  // max(NaN, 0) gives 0
   return _mm256_cvttps_epi32(v);
+}
+
+/// levels8 without the clamp at 0, for callers that only narrow the result to bytes with the
+/// saturating packs of codes32: a NaN (cvtt: INT_MIN) or a negative level saturates to 0 there, as
+/// the clamp would make it; `top` first, so that min returns a NaN rather than `top`.
+SLUICE_TARGET_AVX2 inline __m256i levels8_to_bytes(float const* x, __m256 vmin, __m256 vinv, __m256 top) noexcept {
+  __m256 const v = _mm256_add_ps(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x), vmin), vinv), _mm256_set1_ps(0.5f));
+  return _mm256_cvttps_epi32(_mm256_min_ps(top, v));
 }
 
 /// 32 levels (four vectors of 8, int32) as 32 bytes in element order: packs/packus work within
@@ -132,8 +141,8 @@ SLUICE_TARGET_AVX2 inline std::size_t levels4_packed_f32(float const* SLUICE_RES
   std::size_t j = 0;
   for (; j + 32 <= len; j += 32) {
     if (4 * j < ahead_bytes) prefetch_lines(a, ahead_bytes, 4 * j, 4 * j + 128);
-    store_nibbles(codes32(levels8(x + j, vmin, vinv, top), levels8(x + j + 8, vmin, vinv, top),
-                          levels8(x + j + 16, vmin, vinv, top), levels8(x + j + 24, vmin, vinv, top)),
+    store_nibbles(codes32(levels8_to_bytes(x + j, vmin, vinv, top), levels8_to_bytes(x + j + 8, vmin, vinv, top),
+                          levels8_to_bytes(x + j + 16, vmin, vinv, top), levels8_to_bytes(x + j + 24, vmin, vinv, top)),
                   out + j / 2);
   }
   prefetch_lines(a, ahead_bytes, 4 * j, ahead_bytes);
