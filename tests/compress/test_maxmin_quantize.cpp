@@ -118,6 +118,42 @@ TEST_CASE("maxmin_quantize round-to-nearest matches the scalar formula bit for b
       }
 }
 
+// Levels on grids where the arithmetic leaves [0, maxq]: a range too wide for fp32 (max - min
+// overflows, unit = inf, inv = 0, (x - min) * inv NaN for the far end) and a subnormal-sized one.
+// Every body must give the levels of the scalar formula (NaN and negatives to 0, above to maxq).
+TEST_CASE("maxmin_quantize levels match the scalar formula on extreme grids") {
+  CAPTURE(static_cast<int>(sluice::simd_level()));
+  std::size_t const n = 4096;
+  auto x = gaussian<float>(n, 5, 1e-3f);
+  x[3] = -3e38f, x[40] = 3e38f;                                                         // bucket 0: max - min = inf
+  for (std::size_t j = 1024; j < 2048; ++j) x[j] = static_cast<float>(j % 7) * 1e-44f;  // subnormal range
+  x[2048] = 1e-30f, x[2049] = -1e-30f;
+  for (unsigned bits : {4u, 8u}) {
+    CAPTURE(bits);
+    maxmin_quantize const c{.bits = bits};
+    sluice::codec_workspace<maxmin_quantize, float> ws;
+    auto const msg = encode(c, x, ws);
+    auto const f = sluice::wire::parse(msg);
+    std::vector<std::uint8_t> codes(n);
+    sluice::compress_detail::unpack_codes(f.sections[2].data(), n, bits, codes.data());
+    float const maxq = static_cast<float>((1u << bits) - 1u);
+    std::size_t bad = 0;
+    for (std::size_t first = 0; first < n; first += c.bucket) {
+      float mn = x[first], mx = x[first];
+      for (std::size_t j = 1; j < c.bucket; ++j) mn = std::min(mn, x[first + j]), mx = std::max(mx, x[first + j]);
+      float const unit = (mx - mn) / maxq, inv = 1.0f / unit;
+      for (std::size_t j = 0; j < c.bucket; ++j) {
+        float v = std::isfinite(inv) ? (x[first + j] - mn) * inv : (x[first + j] - mn) / unit;
+        v = v + 0.5f;
+        v = v > 0.0f ? v : 0.0f;
+        v = v < maxq ? v : maxq;
+        bad += codes[first + j] == static_cast<std::uint8_t>(static_cast<int>(v)) ? 0 : 1;
+      }
+    }
+    CHECK(bad == 0);
+  }
+}
+
 TEST_CASE("maxmin_quantize stochastic rounding is unbiased and within one unit") {
   std::size_t const n = 300;  // three buckets of 128, the last partial
   auto const x = gaussian<float>(n, 7);
