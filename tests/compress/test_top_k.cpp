@@ -88,6 +88,28 @@ TEST_CASE("top_k selection on skewed data (all large values in one chunk) matche
   for (double r : {0.001, 0.01, 0.05}) check_against_reference(x, sluice::compress_detail::keep_count(r, n));
 }
 
+TEST_CASE_TEMPLATE("top_k selection: every sample bracket shape matches the reference", T, float, Eigen::half,
+                   Eigen::bfloat16) {
+  // k from a few sample ranks (band from 0; band capped by the sample's largest at k = 1500) to
+  // many (band between two sample ranks, most kept elements above it), on dense groups of hits (a
+  // filter group holding more hits than its fixed steps) and on data whose largest values avoid
+  // the sample (more than k above the band: the radix path decides).
+  std::size_t const n = std::size_t{1} << 18;
+  auto const x = gaussian<T>(n, 21);
+  for (std::size_t k : {std::size_t{40}, std::size_t{300}, std::size_t{640}, std::size_t{1500}, std::size_t{5000},
+                        std::size_t{30000}}) {
+    CAPTURE(k);
+    check_against_reference(x, k);
+  }
+  auto clustered = x;
+  for (std::size_t i = 1000; i < 3000; ++i) clustered[i] = T(static_cast<float>(clustered[i]) * 50.0f);
+  for (std::size_t k : {std::size_t{640}, std::size_t{2500}}) check_against_reference(clustered, k);
+  auto hidden = x;
+  for (std::size_t i = 0; i < n; ++i)
+    if (i % 8 == 3) hidden[i] = T(static_cast<float>(hidden[i]) * 100.0f);  // never a sampled position (step/2 even)
+  for (std::size_t k : {std::size_t{1500}, std::size_t{3000}}) check_against_reference(hidden, k);
+}
+
 TEST_CASE("keep_count is ceil(ratio * n) without representation artefacts") {
   using sluice::compress_detail::keep_count;
   CHECK(keep_count(0.01, 100) == 1);

@@ -105,11 +105,13 @@ struct threshold_top_k {
     bool overflow = false;
     for (std::size_t i = 0; i < chunks; ++i) c += s.n_cand[i], overflow |= s.n_cand[i] > s.cap_cand;
     if (overflow || c < lo) return exact();
-    top_k_threshold thr{threshold, std::numeric_limits<std::size_t>::max()};
     if (c > hi) {
       ws.fixed_up = true;
-      thr = candidate_threshold(s, chunks, k);
+      ws.count = k;
+      emit_entries(s, chunks, band_threshold(s, chunks, k), std::span(ws.indices), std::span(ws.values));
+      return;
     }
+    top_k_threshold const thr{threshold, std::numeric_limits<std::size_t>::max()};
     ws.count = plan_output(s, chunks, thr);
     emit_entries(s, chunks, thr, std::span(ws.indices), std::span(ws.values));
   }

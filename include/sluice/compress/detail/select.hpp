@@ -62,9 +62,9 @@ struct select_workspace {
   std::vector<std::int32_t> sample, keys;                ///< sample keys; candidate keys
   std::vector<std::uint32_t> hist;                       ///< per chunk radix histograms
   std::size_t cap_cand = 0;
-  std::int32_t hi = std::numeric_limits<std::int32_t>::max();  ///< upper end of the last filter's band
-  bool force_radix = false;                                    ///< tests: always take the radix path
-  bool used_radix = false;                                     ///< whether the last call took the radix path
+  std::int32_t lo = 0, hi = std::numeric_limits<std::int32_t>::max();  ///< the last filter's band
+  bool force_radix = false;                                            ///< tests: always take the radix path
+  bool used_radix = false;                                             ///< whether the last call took the radix path
 };
 
 /// Slots per chunk of a candidate list with capacity `cap`: writes past the capacity land in the
@@ -103,14 +103,7 @@ std::size_t plan_output(select_workspace<T>& ws, std::size_t chunks, top_k_thres
     ws.n_gt[c] = gt;
     ws.n_eq[c] = eq;
   });
-  std::size_t ties = thr.ties, total = 0;
-  for (std::size_t c = 0; c < chunks; ++c) {
-    ws.quota[c] = std::min(ties, ws.n_eq[c]);
-    ties -= ws.quota[c];
-    ws.offset[c] = total;
-    total += ws.n_gt[c] + ws.quota[c];
-  }
-  return total;
+  return plan_offsets(ws, chunks, thr.ties);
 }
 
 /// Writes each chunk's selected entries (the listed ones passing thr) in index order at the
@@ -144,49 +137,97 @@ inline std::int32_t key_at_rank(std::span<std::int32_t> keys, std::size_t r) {
   return keys[r];
 }
 
-/// Exact threshold among the candidates for the `need` largest (ties: lower index first).
+/// Hands out the ties in chunk order and computes each chunk's output offset from n_gt / n_eq.
+/// Returns the total selected.
 template <Element T>
-top_k_threshold candidate_threshold(select_workspace<T>& ws, std::size_t chunks, std::size_t need) {
-  if (need == 0) return {};
+std::size_t plan_offsets(select_workspace<T>& ws, std::size_t chunks, std::size_t ties) {
   std::size_t total = 0;
-  for (std::size_t c = 0; c < chunks; ++c) total += ws.n_cand[c];
-  grow(ws.keys, total + 1);
-  std::size_t o = 0;
-  std::int32_t const hi = ws.hi;
-  for (std::size_t c = 0; c < chunks; ++c) {  // the band's keys (entries above it are all selected)
+  for (std::size_t c = 0; c < chunks; ++c) {
+    ws.quota[c] = std::min(ties, ws.n_eq[c]);
+    ties -= ws.quota[c];
+    ws.offset[c] = total;
+    total += ws.n_gt[c] + ws.quota[c];
+  }
+  return total;
+}
+
+/// Exact threshold for the k largest of the listed entries (ties: lower index first), given
+/// that the a = sum of n_above entries with key > ws.hi are all selected (a < k <= listed).
+/// Plans the output as plan_output does. Per chunk in parallel: a histogram of the band keys
+/// [ws.lo, ws.hi] in 2048 ranges counted down from hi; the range holding the threshold is found
+/// from their sum, its keys are collected per chunk, and nth_element runs on those few only.
+template <Element T>
+top_k_threshold band_threshold(select_workspace<T>& ws, std::size_t chunks, std::size_t k) {
+  // Distance below hi, mod 2^32: a band key's is <= hi - lo, one above hi's is >= 2^31, so its
+  // range index (>> shift <= 20) is >= 2048 and never equals a band range. Such entries count in
+  // 64 spare bins taken in turn (a single one would chain the increments through store-to-load
+  // forwarding). No branch: above and band entries interleave at random.
+  constexpr std::uint32_t bins = 2048, spare = 64, stride = bins + spare;
+  std::uint32_t const lo = static_cast<std::uint32_t>(ws.lo), hi = static_cast<std::uint32_t>(ws.hi);
+  int const span_bits = std::bit_width(hi - lo);
+  int const shift = span_bits > 11 ? span_bits - 11 : 0;
+  auto range_of = [=](T v) { return (hi - static_cast<std::uint32_t>(magnitude_key(v))) >> shift; };
+  grow(ws.hist, chunks * stride);
+  for_chunks(chunks, [&](std::size_t c) {
+    std::uint32_t* SLUICE_RESTRICT h = ws.hist.data() + c * stride;
+    std::fill(h, h + stride, 0u);
     auto const* e = ws.cand.data() + c * list_stride(ws.cap_cand);
+    for (std::size_t j = 0; j < ws.n_cand[c]; ++j)
+      ++h[std::min(range_of(e[j].value), bins + static_cast<std::uint32_t>(j % spare))];
+  });
+  std::size_t a = 0;
+  for (std::size_t c = 0; c < chunks; ++c) a += ws.n_above[c];
+  std::size_t const need = k - a;
+  std::size_t above = 0, in_bin = 0;
+  std::uint32_t bin = 0;
+  for (;; ++bin) {  // terminates: the band holds >= need entries
+    in_bin = 0;
+    for (std::size_t c = 0; c < chunks; ++c) in_bin += ws.hist[c * stride + bin];
+    if (above + in_bin >= need) break;
+    above += in_bin;
+  }
+  // Each chunk's keys in that range, at the chunk's offset (n_eq holds the offset meanwhile).
+  grow(ws.keys, 2 * in_bin + chunks);
+  std::size_t o = 0;
+  for (std::size_t c = 0; c < chunks; ++c) {
+    ws.n_eq[c] = o;
+    o += ws.hist[c * stride + bin] + 1;  // + 1: the slot of the branch-free collect's last write
+  }
+  for_chunks(chunks, [&](std::size_t c) {
+    auto const* e = ws.cand.data() + c * list_stride(ws.cap_cand);
+    std::int32_t* SLUICE_RESTRICT out = ws.keys.data() + ws.n_eq[c];
+    std::uint32_t const target = bin;
+    std::size_t m = 0;
     for (std::size_t j = 0; j < ws.n_cand[c]; ++j) {
-      std::int32_t const key = magnitude_key(e[j].value);
-      ws.keys[o] = key;
-      o += key <= hi;
+      out[m] = magnitude_key(e[j].value);
+      m += range_of(e[j].value) == target;
     }
+  });
+  std::int32_t* const range = ws.keys.data() + o;
+  std::size_t r = 0;
+  for (std::size_t c = 0; c < chunks; ++c) {
+    std::size_t const nb = ws.hist[c * stride + bin];
+    std::copy_n(ws.keys.data() + ws.n_eq[c], nb, range + r);
+    r += nb;
   }
-  std::span<std::int32_t> keys(ws.keys.data(), o);
-  // One histogram pass over the (cache-resident) candidate keys narrows the threshold to one of
-  // 2048 key ranges; nth_element then runs on that range only.
-  auto const [kmin, kmax] = std::minmax_element(keys.begin(), keys.end());
-  std::uint32_t const base = static_cast<std::uint32_t>(*kmin);
-  std::uint32_t const span_bits = static_cast<std::uint32_t>(std::bit_width(static_cast<std::uint32_t>(*kmax) - base));
-  int const shift = span_bits > 11 ? static_cast<int>(span_bits - 11) : 0;
-  std::uint32_t hist[2048] = {};
-  for (std::int32_t key : keys) ++hist[(static_cast<std::uint32_t>(key) - base) >> shift];
-  std::size_t above = 0;
-  std::uint32_t bin = 2048;
-  while (bin > 0) {
-    --bin;
-    if (above + hist[bin] >= need) break;
-    above += hist[bin];
+  std::int32_t const t = key_at_rank(std::span(range, in_bin), need - 1 - above);
+  std::size_t gt_total = 0;
+  for (std::size_t c = 0; c < chunks; ++c) {
+    std::uint32_t const* h = ws.hist.data() + c * stride;
+    std::size_t gt = ws.n_above[c], eq = 0;
+    for (std::uint32_t j = 0; j < bin; ++j) gt += h[j];
+    std::int32_t const* kc = ws.keys.data() + ws.n_eq[c];
+    for (std::size_t j = 0; j < h[bin]; ++j) {
+      gt += kc[j] > t;
+      eq += kc[j] == t;
+    }
+    ws.n_gt[c] = gt;
+    ws.n_eq[c] = eq;
+    gt_total += gt;
   }
-  std::size_t in_bin = 0;
-  for (std::int32_t key : keys)
-    if (((static_cast<std::uint32_t>(key) - base) >> shift) == bin) keys[in_bin++] = key;
-  std::span<std::int32_t> range = keys.first(in_bin);
-  std::size_t const r = need - 1 - above;
-  std::int32_t const t = key_at_rank(range, r);
-  // range[0, r) are >= t after nth_element; everything in higher bins is > t.
-  std::size_t gt = above;
-  for (std::size_t j = 0; j < r; ++j) gt += range[j] > t;
-  return {t, need - gt};
+  top_k_threshold const thr{t, k - gt_total};
+  plan_offsets(ws, chunks, thr.ties);
+  return thr;
 }
 
 /// Bit j set when element j of the group has key >= lo. SSE2 for float: GCC keeps the generic
@@ -236,7 +277,7 @@ SLUICE_TARGET_AVX2 inline std::uint32_t band_mask32(float const* SLUICE_RESTRICT
 /// The hits of a group are taken by a fixed number of branch-free steps (lowest set bit, append
 /// at the list cursor, advance the cursor by whether there was one), so the common group with 0
 /// to `fixed` hits runs without a data-dependent branch; only rarer fuller groups loop.
-template <int fixed>
+template <int fixed, bool gate>
 SLUICE_TARGET_AVX2 inline std::size_t filter_band_f32(float const* SLUICE_RESTRICT x, std::size_t b, std::size_t e,
                                                       std::int32_t lo, std::int32_t hi,
                                                       select_workspace<float>::entry* SLUICE_RESTRICT d, std::size_t cc,
@@ -258,6 +299,8 @@ SLUICE_TARGET_AVX2 inline std::size_t filter_band_f32(float const* SLUICE_RESTRI
     for (std::size_t l = 0; l < 256; l += 64)
       _mm_prefetch(reinterpret_cast<char const*>(x + i) + prefetch_ahead + l, _MM_HINT_T0);
     std::uint64_t m = band_mask32(x + i, below) | std::uint64_t{band_mask32(x + i + 32, below)} << 32;
+    if constexpr (gate)
+      if (m == 0) continue;
     for (int s = 0; s < fixed; ++s) {
       take(i, m);
       m &= m - 1;
@@ -281,6 +324,7 @@ SLUICE_TARGET_AVX2 inline std::size_t filter_band_f32(float const* SLUICE_RESTRI
 template <Element T>
 void filter_band(std::span<T const> in, select_workspace<T>& ws, std::size_t chunks, std::int32_t lo, std::int32_t hi) {
   std::size_t const n = in.size();
+  ws.lo = lo;
   ws.hi = hi;
   for_chunks(chunks, [&](std::size_t c) {
     std::size_t const b = chunk_begin(c, chunks, n), e = chunk_begin(c + 1, chunks, n);
@@ -300,7 +344,7 @@ void filter_band(std::span<T const> in, select_workspace<T>& ws, std::size_t chu
     std::size_t i = b;
 #if SLUICE_HAVE_AVX2_TARGET
     if constexpr (std::is_same_v<T, float>)
-      if (use_avx2()) i = avx2::filter_band_f32<3>(x, b, e, lo_key, hi_key, d, cc, nd, na);
+      if (use_avx2()) i = avx2::filter_band_f32<2, true>(x, b, e, lo_key, hi_key, d, cc, nd, na);
 #endif
     constexpr std::size_t group = 16;
     for (; i + group <= e; i += group) {
@@ -425,7 +469,10 @@ top_k_threshold select_top_k(std::span<T const> in, std::size_t k, select_worksp
     double const r_hi = std::floor(r - delta), r_lo = std::ceil(r + delta);
     std::span<std::int32_t> s(ws.sample.data(), m);
     std::int32_t hi = std::numeric_limits<std::int32_t>::max(), lo = 0;
-    if (r_hi >= 0) hi = key_at_rank(s, static_cast<std::size_t>(r_hi));
+    if (r_hi >= 0)
+      hi = key_at_rank(s, static_cast<std::size_t>(r_hi));
+    else if (r >= 16.0)  // the sample's largest: ~n/m elements above it, all selected (P(more than k) < e^-16)
+      hi = *std::max_element(s.begin(), s.end());
     if (r_lo < static_cast<double>(m)) {
       auto const rl = static_cast<std::size_t>(r_lo);
       auto const from = static_cast<std::size_t>(std::max(0.0, r_hi));
@@ -447,9 +494,11 @@ top_k_threshold select_top_k(std::span<T const> in, std::size_t k, select_worksp
       overflow |= ws.n_cand[c] > ws.cap_cand;
     }
     if (!overflow && a <= k && k <= d) {
-      // Nothing from the band: exactly the entries above hi.
-      top_k_threshold const thr = a == k ? top_k_threshold{hi, 0} : candidate_threshold(ws, chunks, k - a);
-      [[maybe_unused]] std::size_t const total = plan_output(ws, chunks, thr);
+      top_k_threshold thr{hi, 0};  // nothing from the band: exactly the entries above hi
+      if (a == k)
+        plan_output(ws, chunks, thr);
+      else
+        thr = band_threshold(ws, chunks, k);
       emit_entries(ws, chunks, thr, idx, val);
       return thr;
     }
