@@ -311,4 +311,47 @@ TEST_CASE("the fused AVX2 Adam loops equal the portable tile passes bit for bit"
     }
   }
 }
+
+TEST_CASE("the fused bf16 loop draws the same Philox bits as the stream through memory") {
+  if (!sluice::use_avx2()) return;
+  using detail::optim::adam_kernel;
+  stream_key const key{.seed = 0xfeed'beef'1234'5678ull, .rank = stream_key::shared_rank, .step = 9, .tensor = 3};
+  auto const lanes = detail::optim::philox_lanes::from(key);
+  std::size_t const total = 2000;
+  auto g = random_floats(total, 50);
+  g[70] = std::numeric_limits<float>::quiet_NaN();   // NaN moments inside the fused loop
+  g[600] = -std::numeric_limits<float>::infinity();  // infinite ones, and a false alarm with m + v
+  for (int variant = 0; variant < 3; ++variant) {
+    adam_kernel const k(1e-2, 0.9, 0.999, 1e-8, variant == 0 ? 0.0 : 1e-2, variant == 2, 4);
+    // Aligned and unaligned first elements, lengths below, at and above one and two 64-element groups.
+    for (std::uint64_t first : {std::uint64_t{0}, std::uint64_t{8}, std::uint64_t{3}, std::uint64_t{8000}})
+      for (std::size_t n : {std::size_t{1}, std::size_t{17}, std::size_t{64}, std::size_t{127}, std::size_t{128},
+                            std::size_t{200}, std::size_t{1500}}) {
+        CAPTURE(variant);
+        CAPTURE(first);
+        CAPTURE(n);
+        auto p1 = random_floats(n, 51), p2 = p1;
+        std::vector<std::uint16_t> mb1(n), vb1(n);
+        auto const m0 = random_floats(n, 52, 1e-2f), v0 = random_floats(n, 53, 1e-4f);
+        for (std::size_t i = 0; i < n; ++i) {
+          mb1[i] = detail::optim::bf16_nearest(m0[i]);
+          vb1[i] = detail::optim::bf16_nearest(std::abs(v0[i]));
+        }
+        if (n > 10) mb1[9] = 0xff80, vb1[9] = 0x7f80;  // -inf + inf: NaN update
+        auto mb2 = mb1, vb2 = vb1;
+        // Reference: the stream's words through memory, then the 16-element loop.
+        std::uint64_t const lo = first >> 3, hi = (first + n - 1) >> 3;
+        std::vector<std::uint32_t> words(4 * static_cast<std::size_t>(hi - lo + 1));
+        lanes.words(lo, static_cast<std::size_t>(hi - lo + 1), words.data());
+        k.core_bf16_avx2(p1.data(), g.data(), mb1.data(), vb1.data(),
+                         reinterpret_cast<std::uint16_t const*>(words.data()) + (first & 7), n);
+        k.core_bf16_stream(p2.data(), g.data(), mb2.data(), vb2.data(), lanes, first, n);
+        for (std::size_t i = 0; i < n; ++i) {
+          REQUIRE(std::bit_cast<std::uint32_t>(p1[i]) == std::bit_cast<std::uint32_t>(p2[i]));
+          REQUIRE(mb1[i] == mb2[i]);
+          REQUIRE(vb1[i] == vb2[i]);
+        }
+      }
+  }
+}
 #endif

@@ -163,13 +163,107 @@ struct adam_kernel {
       core_avx2_impl<false, false>(p, g, mm, vv, n);
   }
 
-  /// Eight 16-bit lanes of x (half 0: low, 1: high) widened to 32 bits.
-  __attribute__((target("avx2"), always_inline)) static inline __m256i widen(__m256i x, int half) noexcept {
-    return _mm256_cvtepu16_epi32(half == 0 ? _mm256_castsi256_si128(x) : _mm256_extracti128_si256(x, 1));
+  /// Constants of the bf16 loads and stochastic-rounding stores (vpshufb masks; z = zero byte).
+  struct bf16_lanes {
+    __m256i sign, qnan;
+    __m256i m_lo, m_hi, v_lo, v_hi;  // rounding byte of halfword j -> bits 8-15 of lane j
+    __m256i widen;                   // halfword j of 128-bit lane l (l = 0: j < 4) -> top of lane j
+    __m256i top_lo, top_hi;          // top halfword of each lane -> bytes 0-7 / 8-15 of its 128-bit lane
+  };
+
+  __attribute__((target("avx2"))) static bf16_lanes make_bf16_lanes() noexcept {
+    char const z = static_cast<char>(0x80);
+    // Rounding bytes: elements 0-7 read bytes 0-7 of each 128-bit lane of the halfwords, elements
+    // 8-15 bytes 8-15 (see step16_bf16 for their order); the low byte is moment 0's, the high
+    // byte moment 1's.
+#define SLUICE_BF16_RND(b)                                                                                             \
+  _mm256_setr_epi8(z, (b), z, z, z, (b) + 2, z, z, z, (b) + 4, z, z, z, (b) + 6, z, z, z, (b), z, z, z, (b) + 2, z, z, \
+                   z, (b) + 4, z, z, z, (b) + 6, z, z)
+    bf16_lanes const k = {_mm256_set1_epi32(static_cast<int>(0x80000000u)), _mm256_set1_epi32(0x7fc00000),
+                          SLUICE_BF16_RND(0), SLUICE_BF16_RND(8), SLUICE_BF16_RND(1), SLUICE_BF16_RND(9),
+                          // 8 halfwords broadcast to both 128-bit lanes: lane 0 widens halfwords 0-3, lane 1 4-7.
+                          _mm256_setr_epi8(z, z, 0, 1, z, z, 2, 3, z, z, 4, 5, z, z, 6, 7, z, z, 8, 9, z, z, 10, 11, z,
+                                           z, 12, 13, z, z, 14, 15),
+                          _mm256_setr_epi8(2, 3, 6, 7, 10, 11, 14, 15, z, z, z, z, z, z, z, z, 2, 3, 6, 7, 10, 11, 14,
+                                           15, z, z, z, z, z, z, z, z),
+                          _mm256_setr_epi8(z, z, z, z, z, z, z, z, 2, 3, 6, 7, 10, 11, 14, 15, z, z, z, z, z, z, z, z,
+                                           2, 3, 6, 7, 10, 11, 14, 15)};
+#undef SLUICE_BF16_RND
+    return k;
   }
 
-  /// bf16 moments in one pass: widen m and v, step, and store them with stochastic rounding
-  /// (bf16_stochastic with the random byte `rnd[i] & 0xff` for m and `rnd[i] >> 8` for v, as
+  /// bf16_stochastic on eight lanes without the NaN case: the rounded bits, top half significant.
+  __attribute__((target("avx2"), always_inline)) static inline __m256i round8(__m256 x, __m256i add) noexcept {
+    return _mm256_add_epi32(_mm256_castps_si256(x), add);
+  }
+
+  /// bf16_stochastic on eight lanes: add the rounding bits below bit 16, quiet NaNs (top half
+  /// significant, as round8).
+  __attribute__((target("avx2"), always_inline)) static inline __m256i round8_nan(bf16_lanes const& k, __m256 x,
+                                                                                  __m256i add) noexcept {
+    __m256i const bits = _mm256_castps_si256(x);
+    __m256i const is_nan = _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+    __m256i const nan = _mm256_or_si256(_mm256_and_si256(bits, k.sign), k.qnan);
+    return _mm256_blendv_epi8(_mm256_add_epi32(bits, add), nan, is_nan);
+  }
+
+  /// The top halfwords of a (elements 0-7) and b (8-15) as sixteen bf16 in order.
+  __attribute__((target("avx2"), always_inline)) static inline __m256i top16(bf16_lanes const& k, __m256i a,
+                                                                             __m256i b) noexcept {
+    // [a0-3 b0-3 | a4-7 b4-7] in 64-bit quarters -> natural order.
+    __m256i const ab = _mm256_blend_epi32(_mm256_shuffle_epi8(a, k.top_lo), _mm256_shuffle_epi8(b, k.top_hi), 0xcc);
+    return _mm256_permute4x64_epi64(ab, 0xd8);
+  }
+
+  /// Eight halfwords in both 128-bit lanes (a load, no shuffle).
+  __attribute__((target("avx2"), always_inline)) static inline __m256i load8(std::uint16_t const* x) noexcept {
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<__m128i const*>(x)));
+  }
+
+  /// Sixteen elements with bf16 moments: widen m and v, step, and store them with stochastic
+  /// rounding (bf16_stochastic with the random byte `rnd[i] & 0xff` for m and `rnd[i] >> 8` for v).
+  /// r holds the sixteen rounding halfwords in the order [0-3, 8-11 | 4-7, 12-15] (64-bit quarters
+  /// of the natural order permuted by 0xd8), which in-lane shuffles need. NaN moments are rare:
+  /// one test per sixteen elements (NaN in any of m + v: infinities of opposite sign give false
+  /// alarms, which only cost time) takes the quieting path.
+  template <bool L2, bool Decoupled>
+  __attribute__((target("avx2"), always_inline)) static inline void step16_bf16(
+      lanes const& c, bf16_lanes const& k, float* SLUICE_RESTRICT p, float const* SLUICE_RESTRICT g,
+      std::uint16_t* SLUICE_RESTRICT mb, std::uint16_t* SLUICE_RESTRICT vb, __m256i r) noexcept {
+    __m256 m[2], v[2];
+    for (int h = 0; h < 2; ++h) {
+      m[h] = _mm256_castsi256_ps(_mm256_shuffle_epi8(load8(mb + 8 * h), k.widen));
+      v[h] = _mm256_castsi256_ps(_mm256_shuffle_epi8(load8(vb + 8 * h), k.widen));
+      __m256 pv = _mm256_loadu_ps(p + 8 * h);
+      lanes8<L2, Decoupled>(c, pv, _mm256_loadu_ps(g + 8 * h), m[h], v[h]);
+      _mm256_storeu_ps(p + 8 * h, pv);
+    }
+    __m256i const am0 = _mm256_shuffle_epi8(r, k.m_lo), am1 = _mm256_shuffle_epi8(r, k.m_hi);
+    __m256i const av0 = _mm256_shuffle_epi8(r, k.v_lo), av1 = _mm256_shuffle_epi8(r, k.v_hi);
+    __m256i mo, vo;
+    __m256 const any = _mm256_add_ps(_mm256_add_ps(m[0], v[0]), _mm256_add_ps(m[1], v[1]));
+    if (__builtin_expect(_mm256_movemask_ps(_mm256_cmp_ps(any, any, _CMP_UNORD_Q)) == 0, 1)) {
+      mo = top16(k, round8(m[0], am0), round8(m[1], am1));
+      vo = top16(k, round8(v[0], av0), round8(v[1], av1));
+    } else {
+      mo = top16(k, round8_nan(k, m[0], am0), round8_nan(k, m[1], am1));
+      vo = top16(k, round8_nan(k, v[0], av0), round8_nan(k, v[1], av1));
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(mb), mo);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(vb), vo);
+  }
+
+  /// The scalar tail of the bf16 loops.
+  template <bool L2, bool Decoupled>
+  __attribute__((target("avx2"))) void lane1_bf16(float& p, float g, std::uint16_t& mb, std::uint16_t& vb,
+                                                  std::uint32_t r) const noexcept {
+    float m = bf16_to_float(mb), v = bf16_to_float(vb);
+    lane1<L2, Decoupled>(p, g, m, v);
+    mb = bf16_stochastic(m, (r << 24) & 0xff000000u);
+    vb = bf16_stochastic(v, (r << 16) & 0xff000000u);
+  }
+
+  /// bf16 moments in one pass with the rounding halfwords rnd[0 .. n) (element i: rnd[i], as
   /// run_contiguous's portable path draws them), reading and writing each array once.
   template <bool L2, bool Decoupled>
   __attribute__((target("avx2"))) void core_bf16_avx2_impl(float* SLUICE_RESTRICT p, float const* SLUICE_RESTRICT g,
@@ -178,52 +272,73 @@ struct adam_kernel {
                                                            std::uint16_t const* SLUICE_RESTRICT rnd,
                                                            std::size_t n) const noexcept {
     lanes const c = make_lanes();
-    __m256i const abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
-    __m256i const sign = _mm256_set1_epi32(static_cast<int>(0x80000000u)), qnan = _mm256_set1_epi32(0x7fc00000);
-    __m256i const low8 = _mm256_set1_epi32(0xff);
+    bf16_lanes const k = make_bf16_lanes();
     std::size_t i = 0;
     for (; i + 16 <= n; i += 16) {
-      __m256i const r16 = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(rnd + i));
-      __m256i const m16 = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(mb + i));
-      __m256i const v16 = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(vb + i));
-      __m256i mout[2], vout[2];
-      for (int h = 0; h < 2; ++h) {
-        __m256 pv = _mm256_loadu_ps(p + i + 8 * h);
-        __m256 mv = _mm256_castsi256_ps(_mm256_slli_epi32(widen(m16, h), 16));
-        __m256 vv8 = _mm256_castsi256_ps(_mm256_slli_epi32(widen(v16, h), 16));
-        lanes8<L2, Decoupled>(c, pv, _mm256_loadu_ps(g + i + 8 * h), mv, vv8);
-        _mm256_storeu_ps(p + i + 8 * h, pv);
-        __m256i const r = widen(r16, h);
-        // bf16_stochastic: add the random byte below bit 16 (random >> 16 of a word whose top byte
-        // is it), quiet NaNs, keep the top half.
-        __m256i const add_m = _mm256_slli_epi32(_mm256_and_si256(r, low8), 8);
-        __m256i const add_v = _mm256_and_si256(r, _mm256_set1_epi32(0xff00));
-        __m256i const xs[2] = {_mm256_castps_si256(mv), _mm256_castps_si256(vv8)};
-        __m256i const adds[2] = {add_m, add_v};
-        __m256i outs[2];
-        for (int j = 0; j < 2; ++j) {
-          __m256i const bits = xs[j];
-          __m256i const is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(bits, abs_mask), inf);
-          __m256i const nan = _mm256_or_si256(_mm256_and_si256(bits, sign), qnan);
-          __m256i const rounded = _mm256_add_epi32(bits, adds[j]);
-          outs[j] = _mm256_srai_epi32(_mm256_blendv_epi8(rounded, nan, is_nan), 16);
-        }
-        mout[h] = outs[0];
-        vout[h] = outs[1];
+      __m256i const r = _mm256_permute4x64_epi64(_mm256_loadu_si256(reinterpret_cast<__m256i const*>(rnd + i)), 0xd8);
+      step16_bf16<L2, Decoupled>(c, k, p + i, g + i, mb + i, vb + i, r);
+    }
+    for (; i < n; ++i) lane1_bf16<L2, Decoupled>(p[i], g[i], mb[i], vb[i], rnd[i]);
+  }
+
+  /// bf16 moments of elements first .. first+n-1 of the tensor, drawing the rounding bits from
+  /// the stream rs (element e: halfword e, the same bits as run_contiguous's portable path). Where
+  /// first is a multiple of 8, Philox runs in the same loop as the update, 64 elements (8 blocks)
+  /// at a time with its words in registers, software-pipelined: the rounds of the next group are
+  /// spread between the four 16-element steps of this one, so that their multiply chain overlaps
+  /// the Adam arithmetic instead of stalling a separate pass on its latency.
+  template <bool L2, bool Decoupled>
+  __attribute__((target("avx2"))) void core_bf16_stream_impl(float* SLUICE_RESTRICT p, float const* SLUICE_RESTRICT g,
+                                                             std::uint16_t* SLUICE_RESTRICT mb,
+                                                             std::uint16_t* SLUICE_RESTRICT vb, philox_lanes const& rs,
+                                                             std::uint64_t first, std::size_t n) const noexcept {
+    std::size_t i = 0;
+    if ((first & 7) == 0 && n >= 64) {
+      lanes const c = make_lanes();
+      bf16_lanes const k = make_bf16_lanes();
+      auto const block = [first](std::size_t e) { return static_cast<std::uint32_t>((first + e) >> 3); };
+#define SLUICE_STEP16(e, q) step16_bf16<L2, Decoupled>(c, k, p + (e), g + (e), mb + (e), vb + (e), r[q])
+      philox_lanes::keys8 const keys = rs.round_keys();
+      philox_lanes::block8 s = philox_lanes::begin8(block(0), keys);
+      philox_lanes::rounds8<3, 10>(s, keys);
+      __m256i r[4];
+      philox_lanes::halves8(s, r);
+      for (; i + 128 <= n; i += 64) {
+        SLUICE_STEP16(i, 0);
+        s = philox_lanes::begin8(block(i + 64), keys);
+        philox_lanes::rounds8<3, 4>(s, keys);
+        SLUICE_STEP16(i + 16, 1);
+        philox_lanes::rounds8<4, 6>(s, keys);
+        SLUICE_STEP16(i + 32, 2);
+        philox_lanes::rounds8<6, 8>(s, keys);
+        SLUICE_STEP16(i + 48, 3);
+        philox_lanes::rounds8<8, 10>(s, keys);
+        philox_lanes::halves8(s, r);
       }
-      // packs works within 128-bit lanes: [a0 b0 | a1 b1] -> permute to [a0 a1 b0 b1].
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(mb + i),
-                          _mm256_permute4x64_epi64(_mm256_packs_epi32(mout[0], mout[1]), 0xd8));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(vb + i),
-                          _mm256_permute4x64_epi64(_mm256_packs_epi32(vout[0], vout[1]), 0xd8));
+      for (int q = 0; q < 4; ++q) SLUICE_STEP16(i + 16 * static_cast<unsigned>(q), q);
+#undef SLUICE_STEP16
+      i += 64;
     }
-    for (; i < n; ++i) {
-      float m = bf16_to_float(mb[i]), v = bf16_to_float(vb[i]);
-      lane1<L2, Decoupled>(p[i], g[i], m, v);
-      std::uint32_t const r = rnd[i];
-      mb[i] = bf16_stochastic(m, (r << 24) & 0xff000000u);
-      vb[i] = bf16_stochastic(v, (r << 16) & 0xff000000u);
+    if (i == n) return;
+    // The rest (and unaligned starts): the words through memory.
+    alignas(64) std::uint32_t words[40];
+    for (; i < n; i += 64) {
+      std::size_t const len = std::min<std::size_t>(64, n - i);
+      std::uint64_t const b = first + i, lo = b >> 3, hi = (b + len - 1) >> 3;
+      rs.words(lo, static_cast<std::size_t>(hi - lo + 1), words);
+      core_bf16_avx2_impl<L2, Decoupled>(p + i, g + i, mb + i, vb + i,
+                                         reinterpret_cast<std::uint16_t const*>(words) + (b & 7), len);
     }
+  }
+
+  void core_bf16_stream(float* p, float const* g, std::uint16_t* mb, std::uint16_t* vb, philox_lanes const& rs,
+                        std::uint64_t first, std::size_t n) const noexcept {
+    if (l2)
+      core_bf16_stream_impl<true, false>(p, g, mb, vb, rs, first, n);
+    else if (decoupled)
+      core_bf16_stream_impl<false, true>(p, g, mb, vb, rs, first, n);
+    else
+      core_bf16_stream_impl<false, false>(p, g, mb, vb, rs, first, n);
   }
 
   void core_bf16_avx2(float* p, float const* g, std::uint16_t* mb, std::uint16_t* vb, std::uint16_t const* rnd,

@@ -206,6 +206,113 @@ struct philox_lanes {
   }
 #endif
 
+#if SLUICE_HAVE_AVX2_TARGET
+  /// Philox state of blocks first .. first+7 kept in registers for a fused consumer that runs the
+  /// rounds a few at a time between its own work (see adam_kernel::core_bf16_stream_impl): one
+  /// block's ten rounds are a chain of dependent multiplies (~50 cycles), which a loop that
+  /// evaluates them in one piece waits for. Blocks first+4h .. first+4h+3 are in the 64-bit lanes
+  /// of x*[h], each word in the low half (the high halves hold don't-care bits): mul_epu32 reads
+  /// the low halves only, so a round is 2 multiplies, 2 shifts and 4 xors per 4 blocks.
+  struct block8 {
+    __m256i x0[2], x1[2], x2[2], x3[2];
+  };
+
+  __attribute__((target("avx2"), always_inline)) inline block8 start8(std::uint32_t first) const noexcept {
+    __m256i const idx = _mm256_set_epi64x(3, 2, 1, 0);
+    block8 s;
+    for (int h = 0; h < 2; ++h) {
+      s.x0[h] =
+          _mm256_add_epi64(_mm256_set1_epi64x(static_cast<std::uint32_t>(first + 4 * static_cast<unsigned>(h))), idx);
+      s.x1[h] = _mm256_set1_epi32(static_cast<int>(step));
+      s.x2[h] = _mm256_set1_epi32(static_cast<int>(tensor));
+      s.x3[h] = _mm256_set1_epi32(static_cast<int>(rank));
+    }
+    return s;
+  }
+
+  /// The round keys, broadcast once per loop rather than once per round, and the constants of
+  /// rounds 0-2: only word 0 of the counter varies between blocks, so half of the first rounds'
+  /// products are the same for every block (computed here once in scalar).
+  struct keys8 {
+    __m256i a[10], b[10];
+    __m256i r0, d0, d2, e2;
+  };
+
+  __attribute__((target("avx2"))) keys8 round_keys() const noexcept {
+    keys8 k;
+    std::uint32_t ka = k0, kb = k1, a[3] = {}, b[3] = {};
+    for (int round = 0; round < 10; ++round) {
+      if (round < 3) a[round] = ka, b[round] = kb;
+      k.a[round] = _mm256_set1_epi32(static_cast<int>(ka));
+      k.b[round] = _mm256_set1_epi32(static_cast<int>(kb));
+      ka += 0x9E3779B9u;
+      kb += 0xBB67AE85u;
+    }
+    std::uint64_t const p1 = std::uint64_t{0xCD9E8D57u} * tensor;  // round 0, words 2 -> 0, 1
+    auto const c0 = static_cast<std::uint32_t>(p1 >> 32) ^ step ^ a[0], c1 = static_cast<std::uint32_t>(p1);
+    std::uint64_t const q0 = std::uint64_t{0xD2511F53u} * c0;  // round 1, words 0 -> 2, 3
+    auto const d3 = static_cast<std::uint32_t>(q0);
+    k.r0 = _mm256_set1_epi32(static_cast<int>(rank ^ b[0]));
+    k.d0 = _mm256_set1_epi32(static_cast<int>(c1 ^ a[1]));
+    k.d2 = _mm256_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(q0 >> 32) ^ b[1]));
+    k.e2 = _mm256_set1_epi32(static_cast<int>(d3 ^ b[2]));
+    return k;
+  }
+
+  /// Blocks first .. first+7 after rounds 0-2 (the same values as start8 and rounds8<0, 3>, with
+  /// the block-independent products folded into k).
+  __attribute__((target("avx2"), always_inline)) static inline block8 begin8(std::uint32_t first,
+                                                                             keys8 const& k) noexcept {
+    __m256i const m0 = _mm256_set1_epi64x(0xD2511F53u), m1 = _mm256_set1_epi64x(0xCD9E8D57u);
+    __m256i const idx = _mm256_set_epi64x(3, 2, 1, 0);
+    block8 s;
+    for (int h = 0; h < 2; ++h) {
+      __m256i const ctr =
+          _mm256_add_epi64(_mm256_set1_epi64x(static_cast<std::uint32_t>(first + 4 * static_cast<unsigned>(h))), idx);
+      __m256i const p0 = _mm256_mul_epu32(ctr, m0);                          // round 0
+      __m256i const x2 = _mm256_xor_si256(_mm256_srli_epi64(p0, 32), k.r0);  //   (x0, x1 constant)
+      __m256i const p1 = _mm256_mul_epu32(x2, m1);                           // round 1
+      __m256i const y0 = _mm256_xor_si256(_mm256_srli_epi64(p1, 32), k.d0);  //   (x3 constant)
+      __m256i const y2 = _mm256_xor_si256(p0, k.d2);
+      __m256i const q0 = _mm256_mul_epu32(y0, m0), q1 = _mm256_mul_epu32(y2, m1);  // round 2
+      s.x0[h] = _mm256_xor_si256(_mm256_srli_epi64(q1, 32), _mm256_xor_si256(p1, k.a[2]));
+      s.x1[h] = q1;
+      s.x2[h] = _mm256_xor_si256(_mm256_srli_epi64(q0, 32), k.e2);
+      s.x3[h] = q0;
+    }
+    return s;
+  }
+
+  /// Rounds R0 .. R1-1 (of 10) on s.
+  template <int R0, int R1>
+  __attribute__((target("avx2"), always_inline)) static inline void rounds8(block8& s, keys8 const& k) noexcept {
+    __m256i const m0 = _mm256_set1_epi64x(0xD2511F53u), m1 = _mm256_set1_epi64x(0xCD9E8D57u);
+    for (int round = R0; round < R1; ++round) {
+      for (int h = 0; h < 2; ++h) {
+        __m256i const p0 = _mm256_mul_epu32(s.x0[h], m0), p1 = _mm256_mul_epu32(s.x2[h], m1);
+        s.x0[h] = _mm256_xor_si256(_mm256_srli_epi64(p1, 32), _mm256_xor_si256(s.x1[h], k.a[round]));
+        s.x1[h] = p1;
+        s.x2[h] = _mm256_xor_si256(_mm256_srli_epi64(p0, 32), _mm256_xor_si256(s.x3[h], k.b[round]));
+        s.x3[h] = p0;
+      }
+    }
+  }
+
+  /// The 64 rounding halfwords of a finished block8, one per element of 64 consecutive elements:
+  /// r[t] holds those of elements 16t .. 16t+15 in the order [0-3, 8-11 | 4-7, 12-15], i.e. the
+  /// stream words of blocks first+2t and first+2t+1 with their 64-bit quarters permuted as
+  /// _mm256_permute4x64_epi64(x, 0xd8) would.
+  __attribute__((target("avx2"), always_inline)) static inline void halves8(block8 const& s, __m256i (&r)[4]) noexcept {
+    for (int h = 0; h < 2; ++h) {
+      // Per 64-bit lane (block): words 0, 1 and words 2, 3.
+      __m256i const w01 = _mm256_blend_epi32(s.x0[h], _mm256_slli_epi64(s.x1[h], 32), 0xaa);
+      __m256i const w23 = _mm256_blend_epi32(s.x2[h], _mm256_slli_epi64(s.x3[h], 32), 0xaa);
+      r[2 * h] = _mm256_permute2x128_si256(w01, w23, 0x20);
+      r[2 * h + 1] = _mm256_permute2x128_si256(w01, w23, 0x31);
+    }
+  }
+#endif
+
 #if defined(__SSE2__)
   static void mulhilo(__m128i x, __m128i m, __m128i& hi, __m128i& lo) noexcept {
     __m128i const even = _mm_mul_epu32(x, m);                     // 64-bit products of lanes 0, 2
@@ -318,10 +425,10 @@ inline void prefetch_element(tensor_refs const& r, std::size_t nm, std::size_t i
 #endif
 }
 
-/// Kernels with a fused one-pass bf16-moment step (core_bf16_avx2).
+/// Kernels with a fused one-pass bf16-moment step drawing its own rounding bits (core_bf16_stream).
 template <class K>
-concept fused_bf16_kernel = requires(K const& k, float* p, float const* g, std::uint16_t* b, std::uint16_t const* r) {
-  k.core_bf16_avx2(p, g, b, b, r, std::size_t{});
+concept fused_bf16_kernel = requires(K const& k, float* p, float const* g, std::uint16_t* b, philox_lanes const& rs) {
+  k.core_bf16_stream(p, g, b, b, rs, std::uint64_t{}, std::size_t{});
 };
 template <class K>
 inline constexpr bool has_fused_bf16 = SLUICE_HAVE_AVX2_TARGET&& fused_bf16_kernel<K>;
@@ -337,22 +444,25 @@ void run_contiguous(K const& k, tensor_refs const& r, float const* g, Sh* shadow
   alignas(64) std::uint32_t words[tile / 2 + 8];
   alignas(64) std::uint16_t rnd[tile];
   std::size_t const nm = k.moments;
+#if SLUICE_HAVE_AVX2_TARGET
+  if constexpr (Bf16 && has_fused_bf16<K>) {
+    // Lazy or dense bf16 steps with AVX2: one pass draws the rounding bits, widens, steps and
+    // rounds (no catch-up), over stretches of 16 tiles: long enough for the loop's Philox pipeline
+    // (its first group is not overlapped), short enough that the shadow reads p from L1.
+    if (r.last == nullptr && g != nullptr && nm == 2 && use_avx2()) {
+      constexpr std::size_t stretch = 16 * tile;
+      for (std::size_t o = 0; o < len; o += stretch) {
+        std::size_t const b = base + o, n = std::min(stretch, len - o);
+        k.core_bf16_stream(r.params + b, g + o, r.mb[0] + b, r.mb[1] + b, r.rs, b, n);
+        if constexpr (!std::is_same_v<Sh, no_shadow>) write_shadow(shadow + b, r.params + b, n);
+      }
+      return;
+    }
+  }
+#endif
   for (std::size_t o = 0; o < len; o += tile) {
     std::size_t const b = base + o, n = std::min(tile, len - o);
     float* p = r.params + b;
-#if SLUICE_HAVE_AVX2_TARGET
-    if constexpr (Bf16 && has_fused_bf16<K>) {
-      // Lazy or dense bf16 steps with AVX2: one pass widens, steps and rounds (no catch-up).
-      if (r.last == nullptr && g != nullptr && nm == 2 && use_avx2()) {
-        std::uint64_t const first = b >> 3, last_block = (b + n - 1) >> 3;
-        r.rs.words(first, static_cast<std::size_t>(last_block - first + 1), words);
-        k.core_bf16_avx2(p, g + o, r.mb[0] + b, r.mb[1] + b, reinterpret_cast<std::uint16_t const*>(words) + (b & 7),
-                         n);
-        if constexpr (!std::is_same_v<Sh, no_shadow>) write_shadow(shadow + b, p, n);
-        continue;
-      }
-    }
-#endif
     float* m[2] = {nullptr, nullptr};
     for (std::size_t j = 0; j < nm; ++j) {
       if constexpr (Bf16) {
