@@ -461,23 +461,31 @@ top_k_threshold select_top_k(std::span<T const> in, std::size_t k, select_worksp
     std::size_t const m = std::min<std::size_t>(
         n / 32, std::clamp<std::size_t>(static_cast<std::size_t>(m_best), std::size_t{1} << 12, std::size_t{1} << 15));
     std::size_t const step = n / m;
-    grow(ws.sample, m);
-    for (std::size_t j = 0; j < m; ++j) ws.sample[j] = magnitude_key(in[j * step + step / 2]);
+    // Sample (one cache miss per key) and the two ranks, each split over the threads; the second
+    // rank works on a copy.
+    grow(ws.sample, 2 * m);
+    std::span<std::int32_t> s(ws.sample.data(), m), s2(ws.sample.data() + m, m);
+    for_chunks(chunks, [&](std::size_t c) {
+      for (std::size_t j = c * m / chunks; j < (c + 1) * m / chunks; ++j) {
+        s[j] = magnitude_key(in[j * step + step / 2]);
+        s2[j] = s[j];
+      }
+    });
     // The sample rank of the threshold is Binomial(m, k/n): bracket it by ~5 standard deviations.
     double const r = static_cast<double>(k) * static_cast<double>(m) / static_cast<double>(n);
     double const delta = 5.0 * std::sqrt(r + 1.0) + 2.0;
     double const r_hi = std::floor(r - delta), r_lo = std::ceil(r + delta);
-    std::span<std::int32_t> s(ws.sample.data(), m);
     std::int32_t hi = std::numeric_limits<std::int32_t>::max(), lo = 0;
-    if (r_hi >= 0)
-      hi = key_at_rank(s, static_cast<std::size_t>(r_hi));
-    else if (r >= 16.0)  // the sample's largest: ~n/m elements above it, all selected (P(more than k) < e^-16)
-      hi = *std::max_element(s.begin(), s.end());
-    if (r_lo < static_cast<double>(m)) {
-      auto const rl = static_cast<std::size_t>(r_lo);
-      auto const from = static_cast<std::size_t>(std::max(0.0, r_hi));
-      lo = key_at_rank(s.subspan(from), rl - from);
-    }
+    for_chunks(2, [&](std::size_t task) {
+      if (task == 0) {
+        if (r_hi >= 0)
+          hi = key_at_rank(s, static_cast<std::size_t>(r_hi));
+        else if (r >= 16.0)  // the sample's largest: ~n/m elements above it, all selected (P(more than k) < e^-16)
+          hi = *std::max_element(s.begin(), s.end());
+      } else if (r_lo < static_cast<double>(m)) {
+        lo = key_at_rank(s2, static_cast<std::size_t>(r_lo));
+      }
+    });
     // Capacities from the bracket with 50% headroom; a chunk may hold all of them (gradients are
     // far from uniform across a bucket).
     double const per = static_cast<double>(n) / static_cast<double>(m);
