@@ -63,7 +63,11 @@ struct range_acc {
     alignas(32) float l[16];
     _mm256_store_ps(l, _mm256_min_ps(mn0, mn1));
     _mm256_store_ps(l + 8, _mm256_max_ps(mx0, mx1));
-    for (int t = 0; t < 8; ++t) mn = l[t] < mn ? l[t] : mn, mx = l[8 + t] > mx ? l[8 + t] : mx;
+    // In locals: through the references (which may alias) every step was a store and a reload,
+    // a 16-step store-forwarding chain that cost as much as the loop over a 1024 bucket.
+    float lo = mn, hi = mx;
+    for (int t = 0; t < 8; ++t) lo = l[t] < lo ? l[t] : lo, hi = l[8 + t] > hi ? l[8 + t] : hi;
+    mn = lo, mx = hi;
     poisoned = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_or_ps(p0, p1), _mm256_setzero_ps(), _CMP_EQ_OQ)) != 0xff;
   }
 };
@@ -86,8 +90,9 @@ SLUICE_TARGET_AVX2 inline __m256i levels8(float const* x, __m256 vmin, __m256 vi
 }
 
 /// levels8 without the clamp at 0, for callers that only narrow the result to bytes with the
-/// saturating packs of codes32: a NaN (cvtt: INT_MIN) or a negative level saturates to 0 there, as
-/// the clamp would make it; `top` first, so that min returns a NaN rather than `top`.
+/// saturating packs of codes32 or store_levels4: a NaN (cvtt: INT_MIN) or a negative level
+/// saturates to 0 there, as the clamp would make it; `top` first, so that min returns a NaN
+/// rather than `top`.
 SLUICE_TARGET_AVX2 inline __m256i levels8_to_bytes(float const* x, __m256 vmin, __m256 vinv, __m256 top) noexcept {
   __m256 const v = _mm256_add_ps(_mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x), vmin), vinv), _mm256_set1_ps(0.5f));
   return _mm256_cvttps_epi32(_mm256_min_ps(top, v));
@@ -100,14 +105,19 @@ SLUICE_TARGET_AVX2 inline __m256i codes32(__m256i l0, __m256i l1, __m256i l2, __
   return _mm256_permutevar8x32_epi32(packed, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-/// Stores 32 4-bit codes (bytes in element order) as 16 bytes, element 2i in the low nibble of byte
-/// i (the layout of pack_codes).
-SLUICE_TARGET_AVX2 inline void store_nibbles(__m256i codes, std::byte* out) noexcept {
-  // 16-bit word i = code 2i | code 2i+1 << 8 -> byte code 2i | code 2i+1 << 4 in its low half.
-  __m256i const nib = _mm256_or_si256(_mm256_and_si256(codes, _mm256_set1_epi16(0x00ff)),
-                                      _mm256_and_si256(_mm256_srli_epi16(codes, 4), _mm256_set1_epi16(0x00f0)));
-  __m256i const bytes = _mm256_permute4x64_epi64(_mm256_packus_epi16(nib, nib), 0x08);  // qwords 0, 2
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm256_castsi256_si128(bytes));
+/// Stores 32 4-bit levels (four vectors of 8, int32, elements in order) as 16 bytes in the layout
+/// of pack_codes, without first putting the codes in element order: after the in-lane packs every
+/// 4-byte group holds 4 consecutive elements, so pairs (2i, 2i+1) are adjacent bytes and one
+/// maddubs (lo + 16 * hi) merges them; the two lanes' halves are then interleaved 16 bits at a
+/// time. 7 shuffle/ALU operations where putting the codes in order first took 10.
+SLUICE_TARGET_AVX2 inline void store_levels4(__m256i l0, __m256i l1, __m256i l2, __m256i l3, std::byte* out) noexcept {
+  // Bytes per lane: lane 0 holds elements 0-3, 8-11, 16-19, 24-27; lane 1 elements 4-7, 12-15, ...
+  __m256i const bytes = _mm256_packus_epi16(_mm256_packs_epi32(l0, l1), _mm256_packs_epi32(l2, l3));
+  __m256i const pairs = _mm256_maddubs_epi16(bytes, _mm256_set1_epi16(0x1001));  // < 256 each
+  __m256i const packed = _mm256_packus_epi16(pairs, pairs);                      // each lane's pairs in its low 8 bytes
+  // Lane 0 has pair bytes (0,1) (2,3) (8,9) ..., lane 1 (4,5) (6,7) (12,13) ...: 16-bit interleave.
+  __m128i const v = _mm_unpacklo_epi16(_mm256_castsi256_si128(packed), _mm256_extracti128_si256(packed, 1));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out), v);
 }
 
 /// Codes (one byte each) of whole groups of 32; returns the count handled.
@@ -141,8 +151,8 @@ SLUICE_TARGET_AVX2 inline std::size_t levels4_packed_f32(float const* SLUICE_RES
   std::size_t j = 0;
   for (; j + 32 <= len; j += 32) {
     if (4 * j < ahead_bytes) prefetch_lines(a, ahead_bytes, 4 * j, 4 * j + 128);
-    store_nibbles(codes32(levels8_to_bytes(x + j, vmin, vinv, top), levels8_to_bytes(x + j + 8, vmin, vinv, top),
-                          levels8_to_bytes(x + j + 16, vmin, vinv, top), levels8_to_bytes(x + j + 24, vmin, vinv, top)),
+    store_levels4(levels8_to_bytes(x + j, vmin, vinv, top), levels8_to_bytes(x + j + 8, vmin, vinv, top),
+                  levels8_to_bytes(x + j + 16, vmin, vinv, top), levels8_to_bytes(x + j + 24, vmin, vinv, top),
                   out + j / 2);
   }
   prefetch_lines(a, ahead_bytes, 4 * j, ahead_bytes);
@@ -175,7 +185,7 @@ SLUICE_TARGET_AVX2 inline std::size_t levels4_residual_f32(float const* SLUICE_R
       __m256 const v = _mm256_add_ps(vmin, _mm256_mul_ps(_mm256_cvtepi32_ps(l[q]), vunit));
       _mm256_storeu_ps(e + j + 8 * static_cast<std::size_t>(q), _mm256_sub_ps(_mm256_loadu_ps(cq), v));
     }
-    store_nibbles(codes32(l[0], l[1], l[2], l[3]), out + j / 2);
+    store_levels4(l[0], l[1], l[2], l[3], out + j / 2);
   }
   prefetch_lines(a0, ahead_bytes, 4 * j, ahead_bytes);
   prefetch_lines(a1, ahead_bytes, 4 * j, ahead_bytes);
@@ -250,20 +260,22 @@ inline maxmin_range maxmin_bucket_range(T const* SLUICE_RESTRICT x, std::size_t 
     }
 #endif
 #if defined(__SSE2__)
-  if constexpr (std::is_same_v<T, float>) {
-    __m128 mn0 = _mm_set1_ps(mn), mn1 = mn0, mx0 = _mm_set1_ps(mx), mx1 = mx0, p0 = _mm_setzero_ps(), p1 = p0;
-    for (; i + 8 <= len; i += 8) {
-      __m128 const a = _mm_loadu_ps(x + i), b = _mm_loadu_ps(x + i + 4);
-      mn0 = _mm_min_ps(mn0, a), mn1 = _mm_min_ps(mn1, b);
-      mx0 = _mm_max_ps(mx0, a), mx1 = _mm_max_ps(mx1, b);
-      p0 = _mm_add_ps(p0, _mm_sub_ps(a, a)), p1 = _mm_add_ps(p1, _mm_sub_ps(b, b));
+  // (Skipped when no group of 8 is left, as after the AVX2 body: its reduction would change nothing.)
+  if constexpr (std::is_same_v<T, float>)
+    if (i + 8 <= len) {
+      __m128 mn0 = _mm_set1_ps(mn), mn1 = mn0, mx0 = _mm_set1_ps(mx), mx1 = mx0, p0 = _mm_setzero_ps(), p1 = p0;
+      for (; i + 8 <= len; i += 8) {
+        __m128 const a = _mm_loadu_ps(x + i), b = _mm_loadu_ps(x + i + 4);
+        mn0 = _mm_min_ps(mn0, a), mn1 = _mm_min_ps(mn1, b);
+        mx0 = _mm_max_ps(mx0, a), mx1 = _mm_max_ps(mx1, b);
+        p0 = _mm_add_ps(p0, _mm_sub_ps(a, a)), p1 = _mm_add_ps(p1, _mm_sub_ps(b, b));
+      }
+      alignas(16) float l[12];
+      _mm_store_ps(l, _mm_min_ps(mn0, mn1));
+      _mm_store_ps(l + 4, _mm_max_ps(mx0, mx1));
+      _mm_store_ps(l + 8, _mm_add_ps(p0, p1));
+      for (int t = 0; t < 4; ++t) mn = std::min(mn, l[t]), mx = std::max(mx, l[4 + t]), p += l[8 + t];
     }
-    alignas(16) float l[12];
-    _mm_store_ps(l, _mm_min_ps(mn0, mn1));
-    _mm_store_ps(l + 4, _mm_max_ps(mx0, mx1));
-    _mm_store_ps(l + 8, _mm_add_ps(p0, p1));
-    for (int t = 0; t < 4; ++t) mn = std::min(mn, l[t]), mx = std::max(mx, l[4 + t]), p += l[8 + t];
-  }
 #endif
   for (; i < len; ++i) {
     float const v = to_float(x[i]);
