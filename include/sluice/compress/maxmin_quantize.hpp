@@ -103,7 +103,8 @@ struct maxmin_quantize {
         // The next bucket's lines are requested while this bucket (already in L1) is quantized
         // and packed, so memory keeps streaming: spread over the packing loop where the 4-bit
         // body runs, else all at once here.
-        bool const pack4 = std::is_same_v<T, float> && bits == 4 && round == rounding::nearest && first % 2 == 0;
+        bool const pack4 =
+            std::is_same_v<T, float> && bits == 4 && round == rounding::nearest && first % 2 == 0 && use_avx2();
         if (!pack4) compress_detail::prefetch_range(x + len, next);
         auto const r = compress_detail::maxmin_bucket_range(x, len, bits);
         std::memcpy(ranges + 8 * b, &r.min, 4);
