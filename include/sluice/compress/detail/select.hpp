@@ -88,6 +88,25 @@ void for_chunks(std::size_t chunks, F&& f) {
   });
 }
 
+/// The histogram of the band [lo, hi] that the filter pass keeps per chunk: 2048 ranges of key
+/// distance below hi. That distance, mod 2^32, is <= hi - lo for a band key and >= 2^31 for one
+/// above hi, so the latter's range index (>> shift <= 20) is >= 2048 and never a band range; such
+/// entries count in 64 spare bins taken in turn (one shared bin would chain the increments through
+/// store-to-load forwarding), and so does anything added with weight 0. No branch anywhere.
+struct band_ranges {
+  static constexpr std::uint32_t bins = 2048, spare = 64, stride = bins + spare;
+  std::uint32_t hi = 0;
+  int shift = 0;
+  band_ranges(std::int32_t lo_key, std::int32_t hi_key) noexcept : hi(static_cast<std::uint32_t>(hi_key)) {
+    int const span_bits = std::bit_width(hi - static_cast<std::uint32_t>(lo_key));
+    shift = span_bits > 11 ? span_bits - 11 : 0;
+  }
+  std::uint32_t range(std::int32_t key) const noexcept { return (hi - static_cast<std::uint32_t>(key)) >> shift; }
+  std::uint32_t slot(std::int32_t key, std::size_t turn) const noexcept {
+    return std::min(range(key), bins + static_cast<std::uint32_t>(turn % spare));
+  }
+};
+
 /// Per chunk, counts the listed entries with key > thr.key and == thr.key, then hands out the
 /// ties in chunk order and computes each chunk's output offset. Returns the total selected.
 template <Element T>
@@ -153,28 +172,13 @@ std::size_t plan_offsets(select_workspace<T>& ws, std::size_t chunks, std::size_
 
 /// Exact threshold for the k largest of the listed entries (ties: lower index first), given
 /// that the a = sum of n_above entries with key > ws.hi are all selected (a < k <= listed).
-/// Plans the output as plan_output does. Per chunk in parallel: a histogram of the band keys
-/// [ws.lo, ws.hi] in 2048 ranges counted down from hi; the range holding the threshold is found
-/// from their sum, its keys are collected per chunk, and nth_element runs on those few only.
+/// Plans the output as plan_output does. The range of the filter's band histograms (band_ranges)
+/// that holds the threshold is found from their sum, its keys are collected per chunk in
+/// parallel, and nth_element runs on those few only.
 template <Element T>
 top_k_threshold band_threshold(select_workspace<T>& ws, std::size_t chunks, std::size_t k) {
-  // Distance below hi, mod 2^32: a band key's is <= hi - lo, one above hi's is >= 2^31, so its
-  // range index (>> shift <= 20) is >= 2048 and never equals a band range. Such entries count in
-  // 64 spare bins taken in turn (a single one would chain the increments through store-to-load
-  // forwarding). No branch: above and band entries interleave at random.
-  constexpr std::uint32_t bins = 2048, spare = 64, stride = bins + spare;
-  std::uint32_t const lo = static_cast<std::uint32_t>(ws.lo), hi = static_cast<std::uint32_t>(ws.hi);
-  int const span_bits = std::bit_width(hi - lo);
-  int const shift = span_bits > 11 ? span_bits - 11 : 0;
-  auto range_of = [=](T v) { return (hi - static_cast<std::uint32_t>(magnitude_key(v))) >> shift; };
-  grow(ws.hist, chunks * stride);
-  for_chunks(chunks, [&](std::size_t c) {
-    std::uint32_t* SLUICE_RESTRICT h = ws.hist.data() + c * stride;
-    std::fill(h, h + stride, 0u);
-    auto const* e = ws.cand.data() + c * list_stride(ws.cap_cand);
-    for (std::size_t j = 0; j < ws.n_cand[c]; ++j)
-      ++h[std::min(range_of(e[j].value), bins + static_cast<std::uint32_t>(j % spare))];
-  });
+  constexpr std::uint32_t stride = band_ranges::stride;
+  band_ranges const br(ws.lo, ws.hi);
   std::size_t a = 0;
   for (std::size_t c = 0; c < chunks; ++c) a += ws.n_above[c];
   std::size_t const need = k - a;
@@ -200,7 +204,7 @@ top_k_threshold band_threshold(select_workspace<T>& ws, std::size_t chunks, std:
     std::size_t m = 0;
     for (std::size_t j = 0; j < ws.n_cand[c]; ++j) {
       out[m] = magnitude_key(e[j].value);
-      m += range_of(e[j].value) == target;
+      m += br.range(magnitude_key(e[j].value)) == target;
     }
   });
   std::int32_t* const range = ws.keys.data() + o;
@@ -281,7 +285,9 @@ template <int fixed, bool gate>
 SLUICE_TARGET_AVX2 inline std::size_t filter_band_f32(float const* SLUICE_RESTRICT x, std::size_t b, std::size_t e,
                                                       std::int32_t lo, std::int32_t hi,
                                                       select_workspace<float>::entry* SLUICE_RESTRICT d, std::size_t cc,
-                                                      std::size_t& nd_out, std::size_t& na_out) noexcept {
+                                                      std::size_t& nd_out, std::size_t& na_out,
+                                                      std::uint32_t* SLUICE_RESTRICT h) noexcept {
+  band_ranges const br(lo, hi);
   __m256i const below = _mm256_set1_epi32(lo - 1);  // key > lo - 1 <=> key >= lo
   std::size_t nd = nd_out, na = na_out;
   auto take = [&](std::size_t i, std::uint64_t m) {
@@ -290,6 +296,7 @@ SLUICE_TARGET_AVX2 inline std::size_t filter_band_f32(float const* SLUICE_RESTRI
     auto const key = static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(v) & 0x7fffffffu);
     bool const hit = m != 0;
     d[std::min(nd, cc)] = {static_cast<std::uint32_t>(i + j), v};
+    h[br.slot(key, nd)] += hit;
     nd += hit;
     na += hit & (key > hi);
   };
@@ -326,6 +333,7 @@ void filter_band(std::span<T const> in, select_workspace<T>& ws, std::size_t chu
   std::size_t const n = in.size();
   ws.lo = lo;
   ws.hi = hi;
+  grow(ws.hist, chunks * band_ranges::stride);
   for_chunks(chunks, [&](std::size_t c) {
     std::size_t const b = chunk_begin(c, chunks, n), e = chunk_begin(c + 1, chunks, n);
     // Each chunk owns cap + 8 slots: the slack absorbs writes past the capacity, so the hit path
@@ -335,16 +343,20 @@ void filter_band(std::span<T const> in, select_workspace<T>& ws, std::size_t chu
     std::size_t na = 0, nd = 0;
     T const* SLUICE_RESTRICT x = in.data();
     std::int32_t const lo_key = lo, hi_key = hi;
+    std::uint32_t* SLUICE_RESTRICT h = ws.hist.data() + c * band_ranges::stride;
+    std::fill(h, h + band_ranges::stride, 0u);
+    band_ranges const br(lo, hi);
     auto one = [&](std::size_t i) {
       std::int32_t const key = magnitude_key(x[i]);
       d[std::min(nd, cc)] = {static_cast<std::uint32_t>(i), x[i]};
+      h[br.slot(key, nd)] += key >= lo_key;
       nd += key >= lo_key;
       na += key > hi_key;
     };
     std::size_t i = b;
 #if SLUICE_HAVE_AVX2_TARGET
     if constexpr (std::is_same_v<T, float>)
-      if (use_avx2()) i = avx2::filter_band_f32<2, true>(x, b, e, lo_key, hi_key, d, cc, nd, na);
+      if (use_avx2()) i = avx2::filter_band_f32<2, true>(x, b, e, lo_key, hi_key, d, cc, nd, na, h);
 #endif
     constexpr std::size_t group = 16;
     for (; i + group <= e; i += group) {
