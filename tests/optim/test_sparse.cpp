@@ -179,11 +179,11 @@ TEST_CASE("block fast path equals the element path bit for bit") {
     element_type states;
     sparse_mode mode;
   };
-  std::vector<cfg> const cfgs = {{16, element_type::f32, sparse_mode::lazy},
-                                 {16, element_type::bf16, sparse_mode::lazy},
-                                 {7, element_type::f32, sparse_mode::catch_up},
-                                 {300, element_type::bf16, sparse_mode::catch_up},
-                                 {16, element_type::bf16, sparse_mode::catch_up}};
+  std::vector<cfg> const cfgs = {
+      {16, element_type::f32, sparse_mode::lazy},     {7, element_type::f32, sparse_mode::lazy},
+      {100, element_type::f32, sparse_mode::lazy},    {16, element_type::bf16, sparse_mode::lazy},
+      {7, element_type::f32, sparse_mode::catch_up},  {300, element_type::bf16, sparse_mode::catch_up},
+      {16, element_type::bf16, sparse_mode::catch_up}};
   for (auto const& c : cfgs) {
     CAPTURE(c.block);
     CAPTURE(c.mode);
