@@ -215,6 +215,51 @@ struct adam_kernel {
     return _mm256_permute4x64_epi64(ab, 0xd8);
   }
 
+  /// A block-sparse step in place on fp32 moments (no catch-up): block j < count is elements
+  /// idx[j] * b .. + min(b, n - idx[j] * b) of p, mm, vv, with gradient vals[j * b ..]; the lines
+  /// of block j + ahead are prefetched. The same operations as core_avx2 on each block.
+  template <bool L2, bool Decoupled, class Index>
+  __attribute__((target("avx2"))) void blocks_avx2_impl(float* SLUICE_RESTRICT p, float* SLUICE_RESTRICT mm,
+                                                        float* SLUICE_RESTRICT vv, float const* SLUICE_RESTRICT vals,
+                                                        Index const* SLUICE_RESTRICT idx, std::size_t count,
+                                                        std::size_t b, std::size_t n,
+                                                        std::size_t ahead) const noexcept {
+    lanes const c = make_lanes();
+    for (std::size_t j = 0; j < count; ++j) {
+      if (j + ahead < count) {
+        std::size_t const next = static_cast<std::size_t>(idx[j + ahead]) * b, bytes = std::min(b, n - next) * 4;
+        prefetch_lines(p + next, bytes);
+        prefetch_lines(mm + next, bytes);
+        prefetch_lines(vv + next, bytes);
+      }
+      std::size_t const base = static_cast<std::size_t>(idx[j]) * b, len = std::min(b, n - base);
+      float* SLUICE_RESTRICT pj = p + base;
+      float* SLUICE_RESTRICT mj = mm + base;
+      float* SLUICE_RESTRICT vj = vv + base;
+      float const* SLUICE_RESTRICT gj = vals + j * b;
+      std::size_t i = 0;
+      for (; i + 8 <= len; i += 8) {
+        __m256 pv = _mm256_loadu_ps(pj + i), mv = _mm256_loadu_ps(mj + i), v8 = _mm256_loadu_ps(vj + i);
+        lanes8<L2, Decoupled>(c, pv, _mm256_loadu_ps(gj + i), mv, v8);
+        _mm256_storeu_ps(mj + i, mv);
+        _mm256_storeu_ps(vj + i, v8);
+        _mm256_storeu_ps(pj + i, pv);
+      }
+      for (; i < len; ++i) lane1<L2, Decoupled>(pj[i], gj[i], mj[i], vj[i]);
+    }
+  }
+
+  template <class Index>
+  void core_blocks_avx2(float* p, float* mm, float* vv, float const* vals, Index const* idx, std::size_t count,
+                        std::size_t b, std::size_t n, std::size_t ahead) const noexcept {
+    if (l2)
+      blocks_avx2_impl<true, false>(p, mm, vv, vals, idx, count, b, n, ahead);
+    else if (decoupled)
+      blocks_avx2_impl<false, true>(p, mm, vv, vals, idx, count, b, n, ahead);
+    else
+      blocks_avx2_impl<false, false>(p, mm, vv, vals, idx, count, b, n, ahead);
+  }
+
   /// Eight halfwords in both 128-bit lanes (a load, no shuffle).
   __attribute__((target("avx2"), always_inline)) static inline __m256i load8(std::uint16_t const* x) noexcept {
     return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<__m128i const*>(x)));

@@ -427,15 +427,22 @@ inline void prefetch_element(tensor_refs const& r, std::size_t nm, std::size_t i
 
 /// Prefetches (for writing) every cache line of elements [i, i + len) of the parameters, moments
 /// and counters: one block of a block-sparse step.
+/// Prefetches (for writing) every cache line of [first, first + bytes).
+inline void prefetch_lines(void const* first, std::size_t bytes) noexcept {
+#if defined(__GNUC__) || defined(__clang__)
+  if (bytes == 0) return;
+  auto const b = reinterpret_cast<std::uintptr_t>(first), last = b + bytes - 1;
+  for (std::uintptr_t q = b & ~std::uintptr_t{63}; q <= last; q += 64)
+    __builtin_prefetch(reinterpret_cast<void const*>(q), 1, 3);
+#else
+  (void)first, (void)bytes;
+#endif
+}
+
 template <bool Bf16>
 inline void prefetch_block(tensor_refs const& r, std::size_t nm, std::size_t i, std::size_t len) noexcept {
 #if defined(__GNUC__) || defined(__clang__)
-  auto const lines = [](void const* first, std::size_t bytes) {
-    if (bytes == 0) return;
-    auto const b = reinterpret_cast<std::uintptr_t>(first), last = b + bytes - 1;
-    for (std::uintptr_t q = b & ~std::uintptr_t{63}; q <= last; q += 64)
-      __builtin_prefetch(reinterpret_cast<void const*>(q), 1, 3);
-  };
+  auto const lines = prefetch_lines;
   lines(r.params + i, len * sizeof(float));
   for (std::size_t j = 0; j < nm; ++j) {
     if constexpr (Bf16)
@@ -612,6 +619,19 @@ void run_blocks(K const& k, tensor_refs const& r, sparse_view<float const, Index
     // fp32 moments without catch-up: step each block in place (the kernel is elementwise, so the
     // bits equal the tile path's), without copying it to the tile and back.
     if (r.last == nullptr) {
+#if SLUICE_HAVE_AVX2_TARGET
+      // Kernels with a whole-range block loop (per-step constants set up once, not per block).
+      if constexpr (std::is_same_v<Sh, no_shadow> &&
+                    requires(K const& kk, float* f, float const* cf, Index const* ix, std::size_t z) {
+                      kk.core_blocks_avx2(f, f, f, cf, ix, z, z, z, z);
+                    }) {
+        if (nm == 2 && use_avx2()) {
+          k.core_blocks_avx2(r.params, r.mf[0], r.mf[1], s.values.data() + jb * b, s.indices.data() + jb, je - jb, b,
+                             r.n, ahead);
+          return;
+        }
+      }
+#endif
       for (std::size_t j = jb; j < je; ++j) {
         if (j + ahead < je) prefetch(j + ahead);
         std::size_t const base = static_cast<std::size_t>(s.indices[j]) * b;
