@@ -217,19 +217,6 @@ struct philox_lanes {
     __m256i x0[2], x1[2], x2[2], x3[2];
   };
 
-  __attribute__((target("avx2"), always_inline)) inline block8 start8(std::uint32_t first) const noexcept {
-    __m256i const idx = _mm256_set_epi64x(3, 2, 1, 0);
-    block8 s;
-    for (int h = 0; h < 2; ++h) {
-      s.x0[h] =
-          _mm256_add_epi64(_mm256_set1_epi64x(static_cast<std::uint32_t>(first + 4 * static_cast<unsigned>(h))), idx);
-      s.x1[h] = _mm256_set1_epi32(static_cast<int>(step));
-      s.x2[h] = _mm256_set1_epi32(static_cast<int>(tensor));
-      s.x3[h] = _mm256_set1_epi32(static_cast<int>(rank));
-    }
-    return s;
-  }
-
   /// The round keys, broadcast once per loop rather than once per round, and the constants of
   /// rounds 0-2: only word 0 of the counter varies between blocks, so half of the first rounds'
   /// products are the same for every block (computed here once in scalar).
@@ -259,8 +246,8 @@ struct philox_lanes {
     return k;
   }
 
-  /// Blocks first .. first+7 after rounds 0-2 (the same values as start8 and rounds8<0, 3>, with
-  /// the block-independent products folded into k).
+  /// Blocks first .. first+7 after rounds 0-2 of Philox4x32-10 with counter (block, step, tensor,
+  /// rank) and key (k0, k1), the block-independent products folded into k.
   __attribute__((target("avx2"), always_inline)) static inline block8 begin8(std::uint32_t first,
                                                                              keys8 const& k) noexcept {
     __m256i const m0 = _mm256_set1_epi64x(0xD2511F53u), m1 = _mm256_set1_epi64x(0xCD9E8D57u);
