@@ -168,6 +168,29 @@ void BM_transport_exchange(benchmark::State& state) {
   });
 }
 
+// The same volume as a ring: every rank sends its message to its right neighbour and forwards what
+// it receives from its left one (N-2 forwards), so each link carries one flow at a time.
+void BM_transport_ring(benchmark::State& state) {
+  on_network(state, [&](auto& t) {
+    std::size_t const bytes = static_cast<std::size_t>(state.range(0));
+    std::vector<std::byte> msg(bytes, std::byte{1});
+    std::vector<std::vector<std::byte>> got(static_cast<std::size_t>(t.size()));
+    bench::run_net(state, t, [&] {
+      using request = typename std::remove_reference_t<decltype(t)>::request;
+      std::vector<request> reqs;
+      int const n = t.size(), r = t.rank();
+      reqs.push_back(t.send((r + 1) % n, message_tag{7}, msg));
+      for (int k = 1; k < n; ++k) {
+        auto& buf = got[static_cast<std::size_t>(k)];
+        (void)t.recv((r - 1 + n) % n, message_tag{7}, buf, deadline::after(std::chrono::seconds(300)));
+        if (k + 1 < n) reqs.push_back(t.send((r + 1) % n, message_tag{7}, buf));
+      }
+      for (auto& q : reqs) q.wait(deadline::after(std::chrono::seconds(300)));
+      return bytes * static_cast<std::size_t>(n - 1);
+    });
+  });
+}
+
 }  // namespace
 
 BENCHMARK(BM_transport_exchange)
@@ -176,6 +199,7 @@ BENCHMARK(BM_transport_exchange)
     ->Iterations(5)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_transport_ring)->Arg(840'000)->Arg(4'200'000)->Iterations(5)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ring_allreduce)->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_sparse_allgather_top_k)->Iterations(5)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_sparse_allgather_top_k_sparse_out)->Iterations(5)->UseManualTime()->Unit(benchmark::kMillisecond);

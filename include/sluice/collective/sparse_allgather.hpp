@@ -1,5 +1,5 @@
 // Sparse allgather: every rank's encoded message reaches every rank unchanged, then every rank
-// aggregates all N messages in rank order (StellaTrain's inter-cluster exchange), so replicas agree
+// aggregates all N messages in rank order (StellaTrain's inter-cluster exchange, around a ring), so replicas agree
 // bit for bit. Sparse results are a running sum (two-way merges as messages arrive, or a dense
 // accumulator once dense enough).
 #pragma once
@@ -148,47 +148,57 @@ struct allgather_workspace {
   std::vector<std::vector<std::byte>> messages{};  ///< message of rank j after the exchange
   sparse_buffer<float> part{};                     ///< the message being added, decoded
   detail::sparse_sum sum{};
-  std::size_t received_bytes = 0;  ///< bytes this rank received in the last call
-  std::size_t sent_bytes = 0;      ///< bytes this rank sent in the last call
+  std::vector<std::uint8_t> arrived{};  ///< message j is in
+  std::size_t received_bytes = 0;       ///< bytes this rank received in the last call
+  std::size_t sent_bytes = 0;           ///< bytes this rank sent in the last call
 };
 
 namespace detail {
 
-/// Allgather of variable-size messages, in two halves so that a caller can work while the bytes
-/// are on the wire: start_exchange sends this rank's message (ws.messages[rank]) to every peer at
-/// once, right neighbour first (no store-and-forward, so a slow hop delays only its own message);
-/// recv_message then receives rank p's message into ws.messages[p]. Each rank sends and receives
-/// (N-1) messages, the volume of a ring allgather.
-template <Transport T, class C>
-std::vector<typename T::request> start_exchange(T& t, allgather_workspace<C>& ws, collective_context const& ctx,
-                                                char const* what) {
+/// Allgather of variable-size messages around a ring. Each rank sends its message
+/// (ws.messages[rank]) to its left neighbour and passes every message that arrives from its right
+/// neighbour on to the left, unless the left neighbour is where it came from. Each rank sends and
+/// receives (N-1) messages, the volume of a direct exchange, but every link carries one flow at a
+/// time instead of N-1 at once: on 100 Mbit/s links TCP fills 0.97 of the link this way against
+/// 0.81-0.92 for N-1 concurrent flows (docs/performance/collective.md), and the link is busy with
+/// one message while the next arrives, so passing on costs no idle time.
+/// Messages reach rank r in the order r+1, r+2, ... (mod N). `started()` runs once this rank's
+/// own message is on its way; `use(j)` runs for j = 0, 1, ..., N-1 in rank order, as soon as
+/// message j and every message before it are in, so the caller can sum in rank order while later
+/// messages travel.
+template <Transport T, class C, class Started, class Use>
+void ring_allgather(T& t, allgather_workspace<C>& ws, collective_context const& ctx, deadline d, std::size_t extent,
+                    char const* what, Started&& started, Use&& use) {
   int const world = t.size(), r = t.rank();
-  auto const& mine = ws.messages[static_cast<std::size_t>(r)];
+  int const left = (r + world - 1) % world, right = (r + 1) % world;
+  auto const w = static_cast<std::size_t>(world);
   ws.sent_bytes = ws.received_bytes = 0;
-  std::vector<typename T::request> reqs;
-  reqs.reserve(static_cast<std::size_t>(world));
-  for (int k = 1; k < world; ++k) {
-    reqs.push_back(start_send(t, (r + k) % world, ctx.tag, mine, what, ctx));
-    ws.sent_bytes += mine.size();
-  }
-  return reqs;
-}
-
-template <Transport T, class C>
-void recv_message(T& t, allgather_workspace<C>& ws, int peer, collective_context const& ctx, deadline d,
-                  std::size_t extent, char const* what) {
+  std::vector<typename T::request> requests;
+  requests.reserve(w);
+  auto pass_on = [&](std::size_t j) {
+    requests.push_back(start_send(t, left, ctx.tag, ws.messages[j], what, ctx));
+    ws.sent_bytes += ws.messages[j].size();
+  };
+  if (world > 1) pass_on(static_cast<std::size_t>(r));
+  started();
+  ws.arrived.assign(w, 0);
+  ws.arrived[static_cast<std::size_t>(r)] = 1;
+  std::size_t next = 0;
+  auto use_ready = [&] {
+    while (next < w && ws.arrived[next] != 0) use(next++);
+  };
+  use_ready();
   wire::expectation const expect{.tensor = ctx.tensor, .step = ctx.step, .extent = extent};
-  auto& buf = ws.messages[static_cast<std::size_t>(peer)];
-  (void)recv_checked(t, peer, ctx.tag, buf, d, expect, what, ctx);
-  ws.received_bytes += buf.size();
-}
-
-/// Waits for the sends of start_exchange (request i went to rank + i + 1).
-template <Transport T>
-void finish_exchange(T& t, std::vector<typename T::request>& reqs, collective_context const& ctx, deadline d,
-                     char const* what) {
-  for (std::size_t i = 0; i < reqs.size(); ++i)
-    wait_send(t, reqs[i], (t.rank() + static_cast<int>(i) + 1) % t.size(), d, what, ctx);
+  for (int k = 1; k < world; ++k) {
+    auto const origin = static_cast<std::size_t>((r + k) % world);
+    auto& buf = ws.messages[origin];
+    (void)recv_checked(t, right, ctx.tag, buf, d, expect, what, ctx);
+    ws.received_bytes += buf.size();
+    if (k + 1 < world) pass_on(origin);
+    ws.arrived[origin] = 1;
+    use_ready();
+  }
+  for (auto& q : requests) wait_send(t, q, left, d, what, ctx);
 }
 
 }  // namespace detail
@@ -200,25 +210,22 @@ constexpr std::size_t sparse_allgather_bytes(std::size_t message_bytes, int worl
 
 namespace detail {
 
-// Sends first; the output is cleared while the messages travel, and each message is added as soon
-// as it and those of lower ranks are in (sums in rank order, so every rank gets the same bits).
+// The output is cleared while the messages travel, and each message is added as soon as it and
+// those of lower ranks are in (sums in rank order, so every rank gets the same bits).
 template <Transport T, class C>
 void allgather_sum_dense(T& t, C const& codec, std::span<float> out, collective_context const& ctx,
                          allgather_workspace<C>& ws, deadline d) {
   char const* const what = "sparse_allgather";
-  int const world = t.size(), r = t.rank();
-  auto reqs = detail::start_exchange(t, ws, ctx, what);
-  std::fill(out.begin(), out.end(), 0.0f);
-  for (int j = 0; j < world; ++j) {
-    if (j != r) detail::recv_message(t, ws, j, ctx, d, out.size(), what);
-    try {
-      codec.decode_add(std::span<std::byte const>(ws.messages[static_cast<std::size_t>(j)]), detail::encode_ctx(ctx, j),
-                       ws.decode, out);
-    } catch (error const& e) {
-      detail::rethrow_with(e, what, ctx, r, j);
-    }
-  }
-  detail::finish_exchange(t, reqs, ctx, d, what);
+  detail::ring_allgather(
+      t, ws, ctx, d, out.size(), what, [&] { std::fill(out.begin(), out.end(), 0.0f); },
+      [&](std::size_t j) {
+        try {
+          codec.decode_add(std::span<std::byte const>(ws.messages[j]), detail::encode_ctx(ctx, static_cast<int>(j)),
+                           ws.decode, out);
+        } catch (error const& e) {
+          detail::rethrow_with(e, what, ctx, t.rank(), static_cast<int>(j));
+        }
+      });
 }
 
 }  // namespace detail
@@ -266,26 +273,25 @@ void sparse_allgather(T& t, C const& codec, std::span<float const> in, sparse_bu
   auto const w = static_cast<std::size_t>(world);
   ws.messages.resize(w);
   detail::encode_into(codec, in, detail::encode_ctx(ctx, r), ws.encode, ws.messages[static_cast<std::size_t>(r)]);
-  auto reqs = detail::start_exchange(t, ws, ctx, what);
   ws.sum.reset(in.size(), opt.dense_above);
   std::size_t block = 0;
-  for (std::size_t j = 0; j < w; ++j) {  // each message is added while later ones travel
-    if (j != static_cast<std::size_t>(r)) detail::recv_message(t, ws, static_cast<int>(j), ctx, d, in.size(), what);
-    try {
-      codec.decode_sparse(std::span<std::byte const>(ws.messages[j]), detail::encode_ctx(ctx, static_cast<int>(j)),
-                          ws.decode, ws.part);
-      auto const& p = ws.part;
-      require(p.extent() == in.size(), errc::malformed_message, "decoded extent {} where {} was expected", p.extent(),
-              in.size());
-      require(j == 0 || p.block_size() == block, errc::malformed_message, "block size {} where {} was expected",
-              p.block_size(), block);
-      block = p.block_size();
-    } catch (error const& e) {
-      detail::rethrow_with(e, what, ctx, r, static_cast<int>(j));
-    }
-    ws.sum.add(ws.part);
-  }
-  detail::finish_exchange(t, reqs, ctx, d, what);
+  detail::ring_allgather(
+      t, ws, ctx, d, in.size(), what, [] {},
+      [&](std::size_t j) {  // each message is added while later ones travel
+        try {
+          codec.decode_sparse(std::span<std::byte const>(ws.messages[j]), detail::encode_ctx(ctx, static_cast<int>(j)),
+                              ws.decode, ws.part);
+          auto const& p = ws.part;
+          require(p.extent() == in.size(), errc::malformed_message, "decoded extent {} where {} was expected",
+                  p.extent(), in.size());
+          require(j == 0 || p.block_size() == block, errc::malformed_message, "block size {} where {} was expected",
+                  p.block_size(), block);
+          block = p.block_size();
+        } catch (error const& e) {
+          detail::rethrow_with(e, what, ctx, r, static_cast<int>(j));
+        }
+        ws.sum.add(ws.part);
+      });
   ws.sum.finish(out);
 }
 
