@@ -12,8 +12,8 @@ build=${1:-build/release}
 bin=$(realpath "$build/bench/bench_collective")
 [[ -x $bin ]] || { echo "bench-collective.sh: $bin not built (cmake --build $build --target bench_collective)" >&2; exit 2; }
 rates=${RATES:-"100mbit 1gbit"}
-filter_zmq=${FILTER_ZMQ:-'^BM_(transport_exchange|ring_allreduce|sparse_|scatter_)'}
-filter_mpi=${FILTER_MPI:-'^BM_(transport_exchange|ring_allreduce|baseline_mpi_allreduce)'}
+filter_zmq=${FILTER_ZMQ:-'^BM_(transport_|ring_allreduce|sparse_|scatter_)'}
+filter_mpi=${FILTER_MPI:-'^BM_(transport_|ring_allreduce|baseline_mpi_allreduce)'}
 export NETNS_RANKS=${RANKS:-4}
 export NETNS_PREFIX=slcb$$
 export NETNS_SOURCE_ONLY=1
@@ -32,11 +32,12 @@ run_zmq() {
       netns_exec 0 timeout 900 "$bin" --benchmark_filter="$filter_zmq" --benchmark_out="$json" \
         --benchmark_out_format=json &
     else
-      netns_exec "$r" timeout 900 "$bin" --benchmark_filter="$filter_zmq" > /dev/null 2>&1 &
+      netns_exec "$r" timeout 900 "$bin" --benchmark_filter="$filter_zmq" > /dev/null 2> "${json%.json}-r$r.log" &
     fi
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p" || status=$?; done
+  (( status == 0 )) || echo "bench-collective.sh: a rank failed ($status); rank logs: ${json%.json}-r*.log" >&2
   return $status
 }
 
