@@ -142,7 +142,15 @@ struct adam_kernel {
   __attribute__((target("avx2"))) void core_avx2_impl(float* SLUICE_RESTRICT p, float const* SLUICE_RESTRICT g,
                                                       float* SLUICE_RESTRICT mm, float* SLUICE_RESTRICT vv,
                                                       std::size_t n) const noexcept {
-    lanes const c = make_lanes();
+    run_avx2<L2, Decoupled>(make_lanes(), p, g, mm, vv, n);
+  }
+
+  /// The fp32 update of n contiguous elements with the per-step constants `c` (8 lanes, then a
+  /// scalar tail); shared by the dense step and each block of the block-sparse step.
+  template <bool L2, bool Decoupled>
+  __attribute__((target("avx2"))) void run_avx2(lanes const& c, float* SLUICE_RESTRICT p,
+                                                float const* SLUICE_RESTRICT g, float* SLUICE_RESTRICT mm,
+                                                float* SLUICE_RESTRICT vv, std::size_t n) const noexcept {
     std::size_t i = 0;
     for (; i + 8 <= n; i += 8) {
       __m256 pv = _mm256_loadu_ps(p + i), mv = _mm256_loadu_ps(mm + i), vv8 = _mm256_loadu_ps(vv + i);
@@ -232,20 +240,8 @@ struct adam_kernel {
         prefetch_lines(mm + next, bytes);
         prefetch_lines(vv + next, bytes);
       }
-      std::size_t const base = static_cast<std::size_t>(idx[j]) * b, len = std::min(b, n - base);
-      float* SLUICE_RESTRICT pj = p + base;
-      float* SLUICE_RESTRICT mj = mm + base;
-      float* SLUICE_RESTRICT vj = vv + base;
-      float const* SLUICE_RESTRICT gj = vals + j * b;
-      std::size_t i = 0;
-      for (; i + 8 <= len; i += 8) {
-        __m256 pv = _mm256_loadu_ps(pj + i), mv = _mm256_loadu_ps(mj + i), v8 = _mm256_loadu_ps(vj + i);
-        lanes8<L2, Decoupled>(c, pv, _mm256_loadu_ps(gj + i), mv, v8);
-        _mm256_storeu_ps(mj + i, mv);
-        _mm256_storeu_ps(vj + i, v8);
-        _mm256_storeu_ps(pj + i, pv);
-      }
-      for (; i < len; ++i) lane1<L2, Decoupled>(pj[i], gj[i], mj[i], vj[i]);
+      std::size_t const base = static_cast<std::size_t>(idx[j]) * b;
+      run_avx2<L2, Decoupled>(c, p + base, vals + j * b, mm + base, vv + base, std::min(b, n - base));
     }
   }
 
