@@ -199,7 +199,12 @@ BENCHMARK(BM_transport_exchange)
     ->Iterations(5)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_transport_ring)->Arg(840'000)->Arg(4'200'000)->Iterations(5)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_transport_ring)
+    ->Arg(840'000)
+    ->Arg(4'200'000)
+    ->Iterations(5)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ring_allreduce)->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_sparse_allgather_top_k)->Iterations(5)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_sparse_allgather_top_k_sparse_out)->Iterations(5)->UseManualTime()->Unit(benchmark::kMillisecond);
