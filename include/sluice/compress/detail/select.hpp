@@ -98,7 +98,7 @@ struct band_ranges {
   std::uint32_t hi = 0;
   int shift = 0;
   band_ranges(std::int32_t lo_key, std::int32_t hi_key) noexcept : hi(static_cast<std::uint32_t>(hi_key)) {
-    int const span_bits = std::bit_width(hi - static_cast<std::uint32_t>(lo_key));
+    int const span_bits = static_cast<int>(std::bit_width(hi - static_cast<std::uint32_t>(lo_key)));
     shift = span_bits > 11 ? span_bits - 11 : 0;
   }
   std::uint32_t range(std::int32_t key) const noexcept { return (hi - static_cast<std::uint32_t>(key)) >> shift; }
