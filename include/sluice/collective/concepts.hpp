@@ -127,6 +127,52 @@ std::size_t encode_into(C const& codec, std::span<float const> in, encode_contex
   return n;
 }
 
+/// Allgather of variable-size messages around a ring. Each rank sends its message (messages[rank])
+/// to its left neighbour and passes every message that arrives from its right neighbour on to the
+/// left, unless the left neighbour is where it came from. Each rank sends and receives (N-1)
+/// messages, the volume of a direct exchange, but every link carries one flow at a time instead
+/// of N-1 at once: on 100 Mbit/s links TCP fills 0.97 of the link this way against 0.81-0.92 for
+/// N-1 concurrent flows (docs/performance/collective.md), and the link is busy with one message
+/// while the next arrives, so passing on costs no idle time.
+/// Messages reach rank r in the order r+1, r+2, ... (mod N) into messages[j], each checked against
+/// `expect(j)` before it is passed on. `started()` runs once this rank's own message is on its way;
+/// `use(j)` runs once per rank j: with `in_rank_order`, for j = 0, 1, ..., N-1 as soon as message
+/// j and every message before it are in (so the caller can sum in rank order while later messages
+/// travel), else as each message arrives, this rank's own first. Returns the bytes sent.
+template <Transport T, class Expect, class Started, class Use>
+std::size_t ring_allgather(T& t, std::vector<std::vector<std::byte>>& messages, std::vector<std::uint8_t>& arrived,
+                           message_tag tag, bool in_rank_order, collective_context const& ctx, deadline d,
+                           char const* what, Expect&& expect, Started&& started, Use&& use) {
+  int const world = t.size(), r = t.rank();
+  int const left = (r + world - 1) % world, right = (r + 1) % world;
+  auto const w = static_cast<std::size_t>(world);
+  std::size_t sent = 0;
+  std::vector<typename T::request> requests;
+  requests.reserve(w);
+  auto pass_on = [&](std::size_t j) {
+    requests.push_back(start_send(t, left, tag, messages[j], what, ctx));
+    sent += messages[j].size();
+  };
+  if (world > 1) pass_on(static_cast<std::size_t>(r));
+  started();
+  arrived.assign(w, 0);
+  std::size_t next = 0;
+  auto arrive = [&](std::size_t j) {
+    arrived[j] = 1;
+    if (!in_rank_order) return use(j);
+    while (next < w && arrived[next] != 0) use(next++);
+  };
+  arrive(static_cast<std::size_t>(r));
+  for (int k = 1; k < world; ++k) {
+    auto const origin = static_cast<std::size_t>((r + k) % world);
+    (void)recv_checked(t, right, tag, messages[origin], d, expect(origin), what, ctx);
+    if (k + 1 < world) pass_on(origin);
+    arrive(origin);
+  }
+  for (auto& q : requests) wait_send(t, q, left, d, what, ctx);
+  return sent;
+}
+
 }  // namespace detail
 }  // namespace sluice
 

@@ -22,6 +22,7 @@ struct sra_workspace {
   std::vector<std::vector<std::byte>> recv{};   ///< rank j's encoding of my chunk (phase 1)
   std::vector<std::vector<std::byte>> final{};  ///< the reduced, re-encoded chunk j (phase 2)
   std::vector<float> acc{};
+  std::vector<std::uint8_t> arrived{};
   std::size_t sent_bytes = 0;  ///< bytes this rank sent in the last call
 };
 
@@ -52,7 +53,7 @@ void scatter_reduce_allgather(T& t, C const& codec, std::span<float const> in, s
     std::size_t const b = detail::part_begin(n, w, j);
     return std::pair{b, detail::part_begin(n, w, j + 1) - b};
   };
-  auto const [my_begin, my_len] = range(ur);
+  std::size_t const my_len = range(ur).second;
   // Phase 1: encode chunk j for its owner j (salted per chunk, so random codecs draw independent
   // streams) and send it at once, right neighbour first, so that the first bytes leave after one
   // chunk's encode and every link carries one chunk from the start.
@@ -84,27 +85,23 @@ void scatter_reduce_allgather(T& t, C const& codec, std::span<float const> in, s
   reqs.clear();
   detail::encode_into(codec, std::span<float const>(ws.acc), detail::encode_ctx(ctx, r, 1 + w + ur), ws.encode,
                       ws.final[ur]);
-  // Phase 3: allgather the final chunks; everyone decodes the same bytes, my own chunk while the
-  // others travel, each other chunk as soon as it is in (chunks are disjoint, so order is free).
-  for (std::size_t k = 1; k < w; ++k) {
-    reqs.push_back(detail::start_send(t, static_cast<int>((ur + k) % w), ctx.tag + 1, ws.final[ur], what, ctx));
-    ws.sent_bytes += ws.final[ur].size();
-  }
-  for (std::size_t k = 0; k < w; ++k) {
-    std::size_t const j = (ur + w - k) % w;  // me, then my left neighbour (the first to send to me), ...
-    auto const [b, len] = range(j);
-    if (j != ur)
-      (void)detail::recv_checked(t, static_cast<int>(j), ctx.tag + 1, ws.final[j], d,
-                                 {.tensor = ctx.tensor, .step = ctx.step, .extent = len}, what, ctx);
-    try {
-      codec.decode(std::span<std::byte const>(ws.final[j]), detail::encode_ctx(ctx, static_cast<int>(j), 1 + w + j),
-                   ws.decode, out.subspan(b, len));
-    } catch (error const& e) {
-      detail::rethrow_with(e, what, ctx, r, static_cast<int>(j));
-    }
-  }
-  for (auto& q : reqs) detail::wait_send(t, q, -1, d, what, ctx);
-  (void)my_begin;
+  // Phase 3: allgather the final chunks around the ring; everyone decodes the same bytes, my own
+  // chunk first, each other chunk as soon as it is in (chunks are disjoint, so order is free).
+  ws.sent_bytes += detail::ring_allgather(
+      t, ws.final, ws.arrived, ctx.tag + 1, false, ctx, d, what,
+      [&](std::size_t j) {
+        return wire::expectation{.tensor = ctx.tensor, .step = ctx.step, .extent = range(j).second};
+      },
+      [] {},
+      [&](std::size_t j) {
+        auto const [b, len] = range(j);
+        try {
+          codec.decode(std::span<std::byte const>(ws.final[j]), detail::encode_ctx(ctx, static_cast<int>(j), 1 + w + j),
+                       ws.decode, out.subspan(b, len));
+        } catch (error const& e) {
+          detail::rethrow_with(e, what, ctx, r, static_cast<int>(j));
+        }
+      });
 }
 
 }  // namespace sluice

@@ -153,56 +153,6 @@ struct allgather_workspace {
   std::size_t sent_bytes = 0;           ///< bytes this rank sent in the last call
 };
 
-namespace detail {
-
-/// Allgather of variable-size messages around a ring. Each rank sends its message
-/// (ws.messages[rank]) to its left neighbour and passes every message that arrives from its right
-/// neighbour on to the left, unless the left neighbour is where it came from. Each rank sends and
-/// receives (N-1) messages, the volume of a direct exchange, but every link carries one flow at a
-/// time instead of N-1 at once: on 100 Mbit/s links TCP fills 0.97 of the link this way against
-/// 0.81-0.92 for N-1 concurrent flows (docs/performance/collective.md), and the link is busy with
-/// one message while the next arrives, so passing on costs no idle time.
-/// Messages reach rank r in the order r+1, r+2, ... (mod N). `started()` runs once this rank's
-/// own message is on its way; `use(j)` runs for j = 0, 1, ..., N-1 in rank order, as soon as
-/// message j and every message before it are in, so the caller can sum in rank order while later
-/// messages travel.
-template <Transport T, class C, class Started, class Use>
-void ring_allgather(T& t, allgather_workspace<C>& ws, collective_context const& ctx, deadline d, std::size_t extent,
-                    char const* what, Started&& started, Use&& use) {
-  int const world = t.size(), r = t.rank();
-  int const left = (r + world - 1) % world, right = (r + 1) % world;
-  auto const w = static_cast<std::size_t>(world);
-  ws.sent_bytes = ws.received_bytes = 0;
-  std::vector<typename T::request> requests;
-  requests.reserve(w);
-  auto pass_on = [&](std::size_t j) {
-    requests.push_back(start_send(t, left, ctx.tag, ws.messages[j], what, ctx));
-    ws.sent_bytes += ws.messages[j].size();
-  };
-  if (world > 1) pass_on(static_cast<std::size_t>(r));
-  started();
-  ws.arrived.assign(w, 0);
-  ws.arrived[static_cast<std::size_t>(r)] = 1;
-  std::size_t next = 0;
-  auto use_ready = [&] {
-    while (next < w && ws.arrived[next] != 0) use(next++);
-  };
-  use_ready();
-  wire::expectation const expect{.tensor = ctx.tensor, .step = ctx.step, .extent = extent};
-  for (int k = 1; k < world; ++k) {
-    auto const origin = static_cast<std::size_t>((r + k) % world);
-    auto& buf = ws.messages[origin];
-    (void)recv_checked(t, right, ctx.tag, buf, d, expect, what, ctx);
-    ws.received_bytes += buf.size();
-    if (k + 1 < world) pass_on(origin);
-    ws.arrived[origin] = 1;
-    use_ready();
-  }
-  for (auto& q : requests) wait_send(t, q, left, d, what, ctx);
-}
-
-}  // namespace detail
-
 /// Bytes one rank sends in a sparse allgather when its message has `message_bytes`: (N-1) copies.
 constexpr std::size_t sparse_allgather_bytes(std::size_t message_bytes, int world) noexcept {
   return world <= 1 ? 0 : static_cast<std::size_t>(world - 1) * message_bytes;
@@ -216,8 +166,10 @@ template <Transport T, class C>
 void allgather_sum_dense(T& t, C const& codec, std::span<float> out, collective_context const& ctx,
                          allgather_workspace<C>& ws, deadline d) {
   char const* const what = "sparse_allgather";
-  detail::ring_allgather(
-      t, ws, ctx, d, out.size(), what, [&] { std::fill(out.begin(), out.end(), 0.0f); },
+  wire::expectation const expect{.tensor = ctx.tensor, .step = ctx.step, .extent = out.size()};
+  ws.sent_bytes = detail::ring_allgather(
+      t, ws.messages, ws.arrived, ctx.tag, true, ctx, d, what, [&](std::size_t) { return expect; },
+      [&] { std::fill(out.begin(), out.end(), 0.0f); },
       [&](std::size_t j) {
         try {
           codec.decode_add(std::span<std::byte const>(ws.messages[j]), detail::encode_ctx(ctx, static_cast<int>(j)),
@@ -275,8 +227,9 @@ void sparse_allgather(T& t, C const& codec, std::span<float const> in, sparse_bu
   detail::encode_into(codec, in, detail::encode_ctx(ctx, r), ws.encode, ws.messages[static_cast<std::size_t>(r)]);
   ws.sum.reset(in.size(), opt.dense_above);
   std::size_t block = 0;
-  detail::ring_allgather(
-      t, ws, ctx, d, in.size(), what, [] {},
+  wire::expectation const expect{.tensor = ctx.tensor, .step = ctx.step, .extent = in.size()};
+  ws.sent_bytes = detail::ring_allgather(
+      t, ws.messages, ws.arrived, ctx.tag, true, ctx, d, what, [&](std::size_t) { return expect; }, [] {},
       [&](std::size_t j) {  // each message is added while later ones travel
         try {
           codec.decode_sparse(std::span<std::byte const>(ws.messages[j]), detail::encode_ctx(ctx, static_cast<int>(j)),

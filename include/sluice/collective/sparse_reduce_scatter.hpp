@@ -26,6 +26,7 @@ struct reduce_scatter_workspace {
   std::vector<sparse_buffer<float>> parts{};   ///< rank j's entries in my range
   std::vector<sparse_buffer<float>> ranges{};  ///< the reduced range of rank j
   sparse_buffer<float> reduced{};
+  std::vector<std::uint8_t> arrived{};
   std::size_t sent_bytes = 0;  ///< bytes this rank sent in the last call
 };
 
@@ -141,26 +142,20 @@ void sparse_reduce_scatter_core(T& t, C const& codec, std::span<float const> in,
   ws.ag.sum.finish(ws.reduced);
   for (auto& q : reqs) detail::wait_send(t, q, -1, d, what, ctx);
   reqs.clear();
-  // Allgather phase: my reduced range to everyone; everyone (me too) reads the same bytes.
-  detail::write_sparse_frame(ws.send[ur], ws.reduced.indices(), ws.reduced.values(), block, head);
-  for (std::size_t k = 1; k < w; ++k) {
-    reqs.push_back(detail::start_send(t, static_cast<int>((ur + k) % w), ctx.tag + 1, ws.send[ur], what, ctx));
-    ws.sent_bytes += ws.send[ur].size();
-  }
-  for (std::size_t k = 0; k < w; ++k) {
-    std::size_t const j = (ur + w - k) % w;  // mine while the others travel, then my left neighbour's, ...
-    std::size_t const jlo = detail::part_begin(blocks, w, j), jhi = detail::part_begin(blocks, w, j + 1);
-    try {
-      wire::frame f = j == ur
-                          ? wire::parse(ws.send[ur], expect)
-                          : detail::recv_frame(t, static_cast<int>(j), ctx.tag + 1, ws.recv[j], d, expect, what, ctx);
-      detail::read_sparse_frame(f, n, block, jlo, jhi, ws.ranges[j]);
-    } catch (error const& e) {
-      detail::rethrow_with(e, what, ctx, r, static_cast<int>(j));
-    }
-    range_ready(j);
-  }
-  for (auto& q : reqs) detail::wait_send(t, q, -1, d, what, ctx);
+  // Allgather phase: my reduced range around the ring; everyone (me too) reads the same bytes, as
+  // each range arrives (ranges are disjoint, so order is free).
+  detail::write_sparse_frame(ws.recv[ur], ws.reduced.indices(), ws.reduced.values(), block, head);
+  ws.sent_bytes += detail::ring_allgather(
+      t, ws.recv, ws.arrived, ctx.tag + 1, false, ctx, d, what, [&](std::size_t) { return expect; }, [] {},
+      [&](std::size_t j) {
+        std::size_t const jlo = detail::part_begin(blocks, w, j), jhi = detail::part_begin(blocks, w, j + 1);
+        try {
+          detail::read_sparse_frame(wire::parse(ws.recv[j], expect), n, block, jlo, jhi, ws.ranges[j]);
+        } catch (error const& e) {
+          detail::rethrow_with(e, what, ctx, r, static_cast<int>(j));
+        }
+        range_ready(j);
+      });
 }
 
 }  // namespace detail
