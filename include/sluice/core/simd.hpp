@@ -1,11 +1,15 @@
 // Run-time choice of instruction set for the hot kernels. The library is compiled for the baseline
 // of its target (x86-64: SSE2) unless the user asks for more, and kernels that gain from wider
-// vectors carry a second body compiled for AVX2 (GCC/Clang `target` attribute; FMA deliberately not
-// enabled), chosen once per process from what the CPU supports. Every wider body is bit-identical
-// to the baseline one (same IEEE operations in the same order per element, no contraction into
-// FMA), so ranks on different CPUs encode the same bytes.
+// vectors carry more bodies compiled for AVX2 and AVX-512 (GCC/Clang `target` attribute), chosen
+// once per process from what the CPU supports. Every wider body is bit-identical to the baseline
+// one (same IEEE operations in the same order per element, no contraction into FMA), so ranks on
+// different CPUs encode the same bytes. The AVX2 target leaves FMA off; AVX-512F includes FMA, so
+// the AVX-512 bodies keep products apart from their sums with simd_detail::opaque (GCC contracts
+// _mm512_add_ps(_mm512_mul_ps(a, b), c) into vfmadd under the default -ffp-contract=fast, and clang
+// contracts scalar a * b + c; an empty asm on the product stops both).
 //
-// SLUICE_SIMD=baseline in the environment forces the baseline bodies (tests run both ways).
+// SLUICE_SIMD in the environment caps the level: `baseline` forces the baseline bodies, `avx2`
+// the AVX2 ones on an AVX-512 CPU (tests run all three).
 #pragma once
 
 #include <cstdlib>
@@ -17,9 +21,28 @@
 /// Marks a function body compiled for AVX2 (without FMA, so nothing is contracted); call it only
 /// when use_avx2().
 #define SLUICE_TARGET_AVX2 __attribute__((target("avx2")))
+#define SLUICE_HAVE_AVX512_TARGET 1
+/// Marks a function body compiled for AVX-512 F/BW/VL/DQ (and AVX2); call it only when
+/// use_avx512(). FMA is part of AVX-512F: keep products opaque (simd_detail::opaque) where a
+/// contraction would change bits.
+#define SLUICE_TARGET_AVX512 __attribute__((target("avx2,avx512f,avx512bw,avx512vl,avx512dq")))
 #else
 #define SLUICE_HAVE_AVX2_TARGET 0
 #define SLUICE_TARGET_AVX2
+#define SLUICE_HAVE_AVX512_TARGET 0
+#define SLUICE_TARGET_AVX512
+#endif
+
+// GCC 12's avx512fintrin.h passes _mm512_undefined_epi32() (`__m512i __Y = __Y;`) as the unused
+// source of its unmasked intrinsics, which -Wmaybe-uninitialized reports wherever they are inlined
+// (GCC bug 105593): wrap AVX-512 bodies in these.
+#if defined(__GNUC__) && !defined(__clang__)
+#define SLUICE_AVX512_DIAGNOSTICS_BEGIN \
+  _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")
+#define SLUICE_AVX512_DIAGNOSTICS_END _Pragma("GCC diagnostic pop")
+#else
+#define SLUICE_AVX512_DIAGNOSTICS_BEGIN
+#define SLUICE_AVX512_DIAGNOSTICS_END
 #endif
 
 namespace sluice {
@@ -28,33 +51,61 @@ namespace sluice {
 enum class simd : int {
   baseline = 0,  ///< what the translation unit was compiled for
   avx2 = 1,      ///< AVX2 (256-bit integer and float vectors)
+  avx512 = 2,    ///< AVX-512 F, BW, VL and DQ (512-bit vectors, mask registers), with AVX2
 };
 
 namespace simd_detail {
 
 inline simd detect() noexcept {
-  if (char const* e = std::getenv("SLUICE_SIMD"); e != nullptr && std::strcmp(e, "baseline") == 0)
-    return simd::baseline;
+  simd cap = simd::avx512;
+  if (char const* e = std::getenv("SLUICE_SIMD"); e != nullptr) {
+    if (std::strcmp(e, "baseline") == 0) return simd::baseline;
+    if (std::strcmp(e, "avx2") == 0) cap = simd::avx2;
+  }
 #if SLUICE_HAVE_AVX2_TARGET
   __builtin_cpu_init();
+  // __builtin_cpu_supports reports a feature only when the OS saves its registers (XCR0).
+  if (cap >= simd::avx512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx2"))
+    return simd::avx512;
   if (__builtin_cpu_supports("avx2")) return simd::avx2;
 #endif
   return simd::baseline;
 }
 
+#if SLUICE_HAVE_AVX512_TARGET
+/// x unchanged, but opaque to the optimizer: a product passed through it cannot be fused with the
+/// add or subtract that consumes it (FMA rounds once where the baseline rounds twice). For the
+/// AVX-512 bodies only.
+template <class V>
+SLUICE_TARGET_AVX512 __attribute__((always_inline)) inline V opaque(V x) noexcept {
+  __asm__("" : "+v"(x));
+  return x;
+}
+#endif
+
 }  // namespace simd_detail
 
-/// The level this process's kernels use: the best the CPU supports, or baseline when the
-/// environment says SLUICE_SIMD=baseline. Decided at the first call; thread-safe.
+/// The level this process's kernels use: the best the CPU supports, capped by SLUICE_SIMD
+/// (`baseline` or `avx2`) in the environment. Decided at the first call; thread-safe.
 inline simd simd_level() noexcept {
   static simd const level = simd_detail::detect();
   return level;
 }
 
-/// True when the AVX2 bodies run.
+/// True when the AVX2 bodies run (also on AVX-512 CPUs, for kernels without an AVX-512 body).
 inline bool use_avx2() noexcept {
 #if SLUICE_HAVE_AVX2_TARGET
   return simd_level() >= simd::avx2;
+#else
+  return false;
+#endif
+}
+
+/// True when the AVX-512 bodies run.
+inline bool use_avx512() noexcept {
+#if SLUICE_HAVE_AVX512_TARGET
+  return simd_level() >= simd::avx512;
 #else
   return false;
 #endif
