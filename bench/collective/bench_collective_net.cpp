@@ -54,15 +54,18 @@ void BM_baseline_mpi_allreduce(benchmark::State& state) {
 BENCHMARK(BM_baseline_mpi_allreduce)->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
 #endif
 
+// Argument: elements per chunk (0 = the tensor whole). Chunked, the encode of chunk c + 1 runs on a
+// helper thread while chunk c is exchanged (sparse_allgather_options::chunk_elements).
 void BM_sparse_allgather_top_k(benchmark::State& state) {
   on_network(state, [&](auto& t) {
     auto g = bench::rank_gradient(t.rank(), n_grad);
     top_k const codec{.ratio = 0.01};
     allgather_workspace<top_k> ws;
     std::vector<float> out(n_grad);
+    sparse_allgather_options const opt{.chunk_elements = static_cast<std::size_t>(state.range(0))};
     std::uint64_t step = 0;
     bench::run_net(state, t, [&] {
-      sparse_allgather(t, codec, std::span<float const>(g), std::span<float>(out), ctx_for(step++), ws);
+      sparse_allgather(t, codec, std::span<float const>(g), std::span<float>(out), ctx_for(step++), ws, opt);
       return ws.sent_bytes;
     });
   });
@@ -76,9 +79,10 @@ void BM_sparse_allgather_top_k_sparse_out(benchmark::State& state) {
     top_k const codec{.ratio = 0.01};
     allgather_workspace<top_k> ws;
     sparse_buffer<float> out;
+    sparse_allgather_options const opt{.chunk_elements = static_cast<std::size_t>(state.range(0))};
     std::uint64_t step = 0;
     bench::run_net(state, t, [&] {
-      sparse_allgather(t, codec, std::span<float const>(g), out, ctx_for(step++), ws);
+      sparse_allgather(t, codec, std::span<float const>(g), out, ctx_for(step++), ws, opt);
       return ws.sent_bytes;
     });
   });
@@ -127,9 +131,10 @@ void BM_sparse_reduce_scatter_top_k(benchmark::State& state) {
     top_k const codec{.ratio = 0.01};
     reduce_scatter_workspace<top_k> ws;
     std::vector<float> out(n_grad);
+    sparse_allgather_options const opt{.chunk_elements = static_cast<std::size_t>(state.range(0))};
     std::uint64_t step = 0;
     bench::run_net(state, t, [&] {
-      sparse_reduce_scatter(t, codec, std::span<float const>(g), std::span<float>(out), ctx_for(step++), ws);
+      sparse_reduce_scatter(t, codec, std::span<float const>(g), std::span<float>(out), ctx_for(step++), ws, opt);
       return ws.sent_bytes;
     });
   });
@@ -206,9 +211,27 @@ BENCHMARK(BM_transport_ring)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_ring_allreduce)->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_sparse_allgather_top_k)->Iterations(5)->UseManualTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_sparse_allgather_top_k_sparse_out)->Iterations(5)->UseManualTime()->Unit(benchmark::kMillisecond);
+// Chunks of 2^21 and 2^20 elements: 8 and 16 messages per rank for the 2^24-float gradient.
+BENCHMARK(BM_sparse_allgather_top_k)
+    ->Arg(0)
+    ->Arg(1 << 21)
+    ->Arg(1 << 20)
+    ->Iterations(5)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_sparse_allgather_top_k_sparse_out)
+    ->Arg(0)
+    ->Arg(1 << 21)
+    ->Iterations(5)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_sparse_allgather_top_k_exchange)->Iterations(5)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_sparse_allgather_top_k_encode)->Iterations(5)->UseManualTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_sparse_reduce_scatter_top_k)->Iterations(5)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_sparse_reduce_scatter_top_k)
+    ->Arg(0)
+    ->Arg(1 << 21)
+    ->Arg(1 << 20)
+    ->Iterations(5)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_scatter_reduce_allgather_maxmin4)->Iterations(5)->UseManualTime()->Unit(benchmark::kMillisecond);

@@ -46,14 +46,22 @@ enum class algo {
   ring_native,
   allgather_dense,
   allgather_sparse,
+  allgather_dense_chunked,
+  allgather_sparse_chunked,
   sra_quant,
   sra_dense,
   reduce_scatter,
+  reduce_scatter_chunked,
+  reduce_scatter_sparse_chunked,
   ps,
   ps_quant,
   hierarchical,
   hierarchical_quant
 };
+
+/// Elements per chunk of the chunked variants: n = 1000 and 4099 make 2 and 9 chunks (the last
+/// one short), n = 1 and 7 a single chunk.
+inline constexpr std::size_t test_chunk = 512;
 
 inline char const* name(algo a) {
   switch (a) {
@@ -65,6 +73,14 @@ inline char const* name(algo a) {
       return "allgather_dense";
     case algo::allgather_sparse:
       return "allgather_sparse";
+    case algo::allgather_dense_chunked:
+      return "allgather_dense_chunked";
+    case algo::allgather_sparse_chunked:
+      return "allgather_sparse_chunked";
+    case algo::reduce_scatter_chunked:
+      return "reduce_scatter_chunked";
+    case algo::reduce_scatter_sparse_chunked:
+      return "reduce_scatter_sparse_chunked";
     case algo::sra_quant:
       return "sra_quant";
     case algo::sra_dense:
@@ -88,9 +104,13 @@ inline std::vector<algo> all_algos() {
   return {algo::ring,
           algo::allgather_dense,
           algo::allgather_sparse,
+          algo::allgather_dense_chunked,
+          algo::allgather_sparse_chunked,
           algo::sra_quant,
           algo::sra_dense,
           algo::reduce_scatter,
+          algo::reduce_scatter_chunked,
+          algo::reduce_scatter_sparse_chunked,
           algo::ps,
           algo::ps_quant,
           algo::hierarchical,
@@ -120,6 +140,38 @@ std::vector<float> run(T& t, algo a, std::size_t n, collective_context const& ct
       sparse_buffer<float> s;
       sparse_allgather(t, sparse_codec{}, std::span<float const>(g), s, ctx, ws, {.dense_above = 0.5});
       s.view().validate("allgather result");
+      std::fill(out.begin(), out.end(), 0.0f);
+      scatter(std::as_const(s).view(), std::span<float>(out), false);
+      break;
+    }
+    case algo::allgather_dense_chunked: {
+      allgather_workspace<sparse_codec> ws;
+      out = g;  // in place
+      sparse_allgather(t, sparse_codec{}, std::span<float const>(out), std::span<float>(out), ctx, ws,
+                       {.chunk_elements = test_chunk});
+      break;
+    }
+    case algo::allgather_sparse_chunked: {
+      allgather_workspace<sparse_codec> ws;
+      sparse_buffer<float> s;
+      sparse_allgather(t, sparse_codec{}, std::span<float const>(g), s, ctx, ws, {.chunk_elements = test_chunk});
+      s.view().validate("chunked allgather result");
+      std::fill(out.begin(), out.end(), 0.0f);
+      scatter(std::as_const(s).view(), std::span<float>(out), false);
+      break;
+    }
+    case algo::reduce_scatter_chunked: {
+      reduce_scatter_workspace<sparse_codec> ws;
+      out = g;  // in place
+      sparse_reduce_scatter(t, sparse_codec{}, std::span<float const>(out), std::span<float>(out), ctx, ws,
+                            {.chunk_elements = test_chunk});
+      break;
+    }
+    case algo::reduce_scatter_sparse_chunked: {
+      reduce_scatter_workspace<sparse_codec> ws;
+      sparse_buffer<float> s;
+      sparse_reduce_scatter(t, sparse_codec{}, std::span<float const>(g), s, ctx, ws, {.chunk_elements = test_chunk});
+      s.view().validate("chunked reduce-scatter result");
       std::fill(out.begin(), out.end(), 0.0f);
       scatter(std::as_const(s).view(), std::span<float>(out), false);
       break;

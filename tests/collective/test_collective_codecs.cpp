@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include <sluice/collective/all.hpp>
@@ -21,15 +22,22 @@ using namespace std::chrono_literals;
 namespace {
 
 // Sum over ranks (in rank order) of decode(encode(g_r)): what an exact sparse collective must return.
+// With `chunk` elements per chunk, each chunk is encoded on its own with its salted stream.
 template <class C>
-std::vector<float> decoded_sum(C const& codec, int world, std::size_t n, collective_context const& ctx) {
+std::vector<float> decoded_sum(C const& codec, int world, std::size_t n, collective_context const& ctx,
+                               std::size_t chunk = 0) {
   std::vector<float> sum(n, 0.0f);
+  detail::chunking const ch(n, chunk);
   for (int r = 0; r < world; ++r) {
     auto g = test::make_grad(r, n, ctx.step);
     codec_workspace<C, float> ws;
     std::vector<std::byte> msg;
-    detail::encode_into(codec, std::span<float const>(g), detail::encode_ctx(ctx, r), ws, msg);
-    codec.decode_add(std::span<std::byte const>(msg), detail::encode_ctx(ctx, r), ws, std::span<float>(sum));
+    for (std::size_t c = 0; c < ch.count; ++c) {
+      auto const e = detail::encode_ctx(ctx, r, ch.salt(c));
+      detail::encode_into(codec, std::span<float const>(g).subspan(ch.begin(c), ch.length(c)), e, ws, msg);
+      codec.decode_add(std::span<std::byte const>(msg), e, ws,
+                       std::span<float>(sum).subspan(ch.begin(c), ch.length(c)));
+    }
   }
   return sum;
 }
@@ -49,6 +57,59 @@ double max_error(std::vector<float> const& a, std::vector<float> const& b) {
   double m = 0;
   for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]));
   return m;
+}
+
+// Every sparse collective with `opt` (dense and sparse results), each as rank 0's dense result.
+template <class C>
+std::vector<std::vector<float>> sparse_collectives(C const& codec, int world, std::size_t n,
+                                                   collective_context const& ctx, sparse_allgather_options const& opt) {
+  auto dense_of = [n](sparse_buffer<float> const& s) {
+    s.view().validate();
+    std::vector<float> out(n, 0.0f);
+    scatter(s.view(), std::span<float>(out), false);
+    return out;
+  };
+  std::vector<std::vector<float>> results;
+  results.push_back(on_world(world, [&](local_transport& t) {
+    allgather_workspace<C> ws;
+    auto g = test::make_grad(t.rank(), n, ctx.step);
+    std::vector<float> out(n);
+    sparse_allgather(t, codec, std::span<float const>(g), std::span<float>(out), ctx, ws, opt);
+    return out;
+  }));
+  results.push_back(on_world(world, [&](local_transport& t) {
+    allgather_workspace<C> ws;
+    auto g = test::make_grad(t.rank(), n, ctx.step);
+    sparse_buffer<float> s;
+    sparse_allgather(t, codec, std::span<float const>(g), s, ctx, ws, opt);
+    return dense_of(s);
+  }));
+  results.push_back(on_world(world, [&](local_transport& t) {
+    reduce_scatter_workspace<C> ws;
+    auto g = test::make_grad(t.rank(), n, ctx.step);
+    sparse_reduce_scatter(t, codec, std::span<float const>(g), std::span<float>(g), ctx, ws, opt);  // in place
+    return g;
+  }));
+  results.push_back(on_world(world, [&](local_transport& t) {
+    reduce_scatter_workspace<C> ws;
+    auto g = test::make_grad(t.rank(), n, ctx.step);
+    sparse_buffer<float> s;
+    sparse_reduce_scatter(t, codec, std::span<float const>(g), s, ctx, ws, opt);
+    return dense_of(s);
+  }));
+  return results;
+}
+
+// The errc a rank threw; nullopt when it returned normally or threw something else.
+std::optional<errc> kind_of(std::exception_ptr const& e) {
+  if (!e) return std::nullopt;
+  try {
+    std::rethrow_exception(e);
+  } catch (error const& x) {
+    return x.kind();
+  } catch (...) {
+    return std::nullopt;
+  }
 }
 
 }  // namespace
@@ -233,4 +294,46 @@ TEST_CASE("the running sparse sum has the same bits whether it stays sparse, sta
   CHECK(test::hash_of(switch_d) == test::hash_of(dense));
   CHECK(sparse_i == first_i);
   CHECK(sparse_i == switch_i);
+}
+
+TEST_CASE("chunked sparse collectives: each chunk encoded on its own, encode overlapping the exchange") {
+  std::size_t const n = 10'000;
+  collective_context const ctx{.step = 6, .tensor = 13, .seed = 5, .timeout = 30s};
+  for (int world : {1, 2, 3, 5}) {
+    CAPTURE(world);
+    SUBCASE("top_k: per-chunk selection, the last chunk short") {
+      top_k const codec{.ratio = 0.05};
+      auto const ref = decoded_sum(codec, world, n, ctx, 3000);
+      for (auto const& r : sparse_collectives(codec, world, n, ctx, {.dense_above = 0.07, .chunk_elements = 3000}))
+        CHECK(r == ref);
+      // One chunk (chunk_elements >= n) is the unchunked call, bit for bit.
+      auto const whole = decoded_sum(codec, world, n, ctx);
+      for (auto const& r : sparse_collectives(codec, world, n, ctx, {.chunk_elements = n})) CHECK(r == whole);
+    }
+    SUBCASE("block_top_k: chunks on block boundaries") {
+      block_top_k const codec{.ratio = 0.05, .block = 16};
+      auto const ref = decoded_sum(codec, world, n, ctx, 1600);
+      for (auto const& r : sparse_collectives(codec, world, n, ctx, {.chunk_elements = 1600})) CHECK(r == ref);
+    }
+  }
+  SUBCASE("a sparse result with chunks off the block boundaries is errc::invalid_argument on every rank") {
+    block_top_k const codec{.ratio = 0.05, .block = 16};
+    auto errors = test::run_local(3, [&](local_transport& t) {
+      allgather_workspace<block_top_k> ws;
+      auto g = test::make_grad(t.rank(), n, ctx.step);
+      sparse_buffer<float> s;
+      sparse_allgather(t, codec, std::span<float const>(g), s, ctx, ws, {.chunk_elements = 1000});
+    });
+    for (auto const& e : errors) CHECK(kind_of(e) == errc::invalid_argument);
+  }
+  SUBCASE("an encode that throws on the helper thread reaches the caller") {
+    top_k const bad{.ratio = 2.0};
+    auto errors = test::run_local(2, [&](local_transport& t) {
+      allgather_workspace<top_k> ws;
+      auto g = test::make_grad(t.rank(), n, ctx.step);
+      std::vector<float> out(n);
+      sparse_allgather(t, bad, std::span<float const>(g), std::span<float>(out), ctx, ws, {.chunk_elements = 1000});
+    });
+    for (auto const& e : errors) CHECK(kind_of(e) == errc::invalid_argument);
+  }
 }

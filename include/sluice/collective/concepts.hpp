@@ -2,11 +2,16 @@
 // framed receive-and-validate step, and error messages that name collective, tensor, step and peer.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <exception>
+#include <mutex>
 #include <span>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -125,6 +130,80 @@ std::size_t encode_into(C const& codec, std::span<float const> in, encode_contex
   std::size_t const n = codec.encode(in, ectx, ws, std::span<std::byte>(out));
   out.resize(n);
   return n;
+}
+
+/// The chunks a collective with `chunk_elements` per chunk splits n elements into: chunk c is
+/// [c * chunk_elements, min(n, (c + 1) * chunk_elements)); chunk_elements == 0 (or >= n) is one
+/// chunk of all n elements.
+struct chunking {
+  std::size_t n = 0, size = 0, count = 1;
+  chunking(std::size_t elements, std::size_t chunk_elements) noexcept
+      : n(elements),
+        size(chunk_elements == 0 || chunk_elements >= elements ? elements : chunk_elements),
+        count(size == 0 ? 1 : (elements + size - 1) / size) {}
+  [[nodiscard]] std::size_t begin(std::size_t c) const noexcept { return c * size; }
+  [[nodiscard]] std::size_t length(std::size_t c) const noexcept { return std::min(n, (c + 1) * size) - c * size; }
+  /// Salt of chunk c's random streams (encode_ctx): 0 when unchunked, so one chunk is the plain call.
+  [[nodiscard]] std::uint64_t salt(std::size_t c) const noexcept { return count == 1 ? 0 : c + 1; }
+};
+
+/// Overlaps the local work of chunk c + 1 with the exchange of chunk c: `prepare(c)` runs for
+/// c = 0, 1, ... on a helper thread (encoding, framing: work that touches no transport), and
+/// `exchange(c)` on the calling thread, in order, each as soon as prepare(c) has returned. The
+/// transport is used only by the calling thread, so engines that accept calls from one thread
+/// only (MPI_THREAD_FUNNELED) work too. With one chunk both run here without a thread. An
+/// exception from prepare(c) stops the exchanges before chunk c and is rethrown here; one from an
+/// exchange stops the preparation after its current chunk and is rethrown once the helper joined.
+template <class Prepare, class Exchange>
+void overlap_chunks(std::size_t chunks, Prepare&& prepare, Exchange&& exchange) {
+  if (chunks <= 1) {
+    prepare(std::size_t{0});
+    exchange(std::size_t{0});
+    return;
+  }
+  std::mutex m;
+  std::condition_variable cv;
+  std::size_t ready = 0;
+  bool stop = false;
+  std::exception_ptr failed;
+  std::thread helper([&] {
+    for (std::size_t c = 0; c < chunks; ++c) {
+      {
+        std::lock_guard lock(m);
+        if (stop) return;
+      }
+      try {
+        prepare(c);
+      } catch (...) {
+        std::lock_guard lock(m);
+        failed = std::current_exception();
+        cv.notify_all();
+        return;
+      }
+      std::lock_guard lock(m);
+      ready = c + 1;
+      cv.notify_all();
+    }
+  });
+  try {
+    for (std::size_t c = 0; c < chunks; ++c) {
+      {
+        std::unique_lock lock(m);
+        cv.wait(lock, [&] { return ready > c || failed; });
+        if (ready <= c) break;
+      }
+      exchange(c);
+    }
+  } catch (...) {
+    {
+      std::lock_guard lock(m);
+      stop = true;
+    }
+    helper.join();
+    throw;
+  }
+  helper.join();
+  if (failed) std::rethrow_exception(failed);
 }
 
 /// Allgather of variable-size messages around a ring. Each rank sends its message (messages[rank])

@@ -23,6 +23,12 @@ struct sparse_allgather_options {
   /// Once the running sum covers more than this fraction of the blocks, it continues in a dense
   /// accumulator (same bits, less work per part at high density).
   double dense_above = 0.25;
+  /// Elements per chunk; 0 keeps the tensor whole. Each chunk is encoded on its own (a top_k keeps
+  /// its ratio of every chunk; random codecs draw chunk c from the stream salted with c + 1) and
+  /// exchanged as one message per rank while a helper thread encodes the next chunk, so only the
+  /// first chunk's encode stays off the wire (detail::overlap_chunks). A sparse result needs it to
+  /// be a multiple of the codec's block size (errc::invalid_argument otherwise).
+  std::size_t chunk_elements = 0;
   friend bool operator==(sparse_allgather_options const&, sparse_allgather_options const&) = default;
 };
 
@@ -137,6 +143,22 @@ class sparse_sum {
   bool dense_mode_ = false;
 };
 
+/// Appends `part` (a sum over elements [first, first + part.extent()) of `out`'s tensor) to `out`,
+/// its block indices shifted by first / block; `out` must end before `first`.
+inline void append_shifted(sparse_buffer<float>& out, sparse_buffer<float> const& part, std::size_t first,
+                           char const* what, collective_context const& ctx) {
+  std::size_t const b = out.block_size();
+  require(part.block_size() == b && first % b == 0, errc::invalid_argument,
+          "{}: tensor {}: a chunk starting at element {} is not on a boundary of {}-element blocks", what, ctx.tensor,
+          first, part.block_size());
+  std::size_t const k = out.nnz();
+  auto const shift = static_cast<std::uint32_t>(first / b);
+  out.resize(k + part.nnz());
+  std::transform(part.indices().begin(), part.indices().end(), out.indices().begin() + static_cast<std::ptrdiff_t>(k),
+                 [shift](std::uint32_t i) { return i + shift; });
+  std::copy(part.values().begin(), part.values().end(), out.values().begin() + static_cast<std::ptrdiff_t>(k * b));
+}
+
 }  // namespace detail
 
 /// Buffers reused across calls (messages, the decoded part, the running sum).
@@ -146,10 +168,11 @@ struct allgather_workspace {
   codec_workspace<C, float> encode{};
   codec_workspace<C, float> decode{};
   std::vector<std::vector<std::byte>> messages{};  ///< message of rank j after the exchange
+  std::vector<std::vector<std::byte>> own{};       ///< this rank's message of each chunk
   sparse_buffer<float> part{};                     ///< the message being added, decoded
+  sparse_buffer<float> chunk_sum{};                ///< one chunk's sum (sparse result, chunked)
   detail::sparse_sum sum{};
   std::vector<std::uint8_t> arrived{};  ///< message j is in
-  std::size_t received_bytes = 0;       ///< bytes this rank received in the last call
   std::size_t sent_bytes = 0;           ///< bytes this rank sent in the last call
 };
 
@@ -160,23 +183,43 @@ constexpr std::size_t sparse_allgather_bytes(std::size_t message_bytes, int worl
 
 namespace detail {
 
-// The output is cleared while the messages travel, and each message is added as soon as it and
-// those of lower ranks are in (sums in rank order, so every rank gets the same bits).
+// Exchanges the messages of one chunk (ws.messages[rank] holds this rank's) and sums their decodes
+// into `out` in rank order as they arrive (so every rank gets the same bits). With `clear`, `out`
+// is zeroed while this rank's message is on its way; otherwise the caller has zeroed it.
 template <Transport T, class C>
-void allgather_sum_dense(T& t, C const& codec, std::span<float> out, collective_context const& ctx,
-                         allgather_workspace<C>& ws, deadline d) {
+std::size_t allgather_sum_dense(T& t, C const& codec, std::span<float> out, collective_context const& ctx,
+                                std::uint64_t salt, bool clear, allgather_workspace<C>& ws, deadline d) {
   char const* const what = "sparse_allgather";
   wire::expectation const expect{.tensor = ctx.tensor, .step = ctx.step, .extent = out.size()};
-  ws.sent_bytes = detail::ring_allgather(
+  return detail::ring_allgather(
       t, ws.messages, ws.arrived, ctx.tag, true, ctx, d, what, [&](std::size_t) { return expect; },
-      [&] { std::fill(out.begin(), out.end(), 0.0f); },
+      [&] {
+        if (clear) std::fill(out.begin(), out.end(), 0.0f);
+      },
       [&](std::size_t j) {
         try {
-          codec.decode_add(std::span<std::byte const>(ws.messages[j]), detail::encode_ctx(ctx, static_cast<int>(j)),
-                           ws.decode, out);
+          codec.decode_add(std::span<std::byte const>(ws.messages[j]),
+                           detail::encode_ctx(ctx, static_cast<int>(j), salt), ws.decode, out);
         } catch (error const& e) {
           detail::rethrow_with(e, what, ctx, t.rank(), static_cast<int>(j));
         }
+      });
+}
+
+// Runs the chunks of a sparse allgather: encode(c, message) fills this rank's message of chunk c on
+// the helper thread, then exchange(c) runs with it in ws.messages[rank].
+template <Transport T, class C, class Encode, class Exchange>
+void allgather_chunks(T& t, chunking const& ch, allgather_workspace<C>& ws, Encode&& encode, Exchange&& exchange) {
+  auto const r = static_cast<std::size_t>(t.rank());
+  ws.messages.resize(static_cast<std::size_t>(t.size()));
+  ws.own.resize(ch.count);
+  ws.sent_bytes = 0;
+  detail::overlap_chunks(
+      ch.count, [&](std::size_t c) { encode(c, ws.own[c]); },
+      [&](std::size_t c) {
+        std::swap(ws.messages[r], ws.own[c]);
+        exchange(c);
+        std::swap(ws.messages[r], ws.own[c]);
       });
 }
 
@@ -184,18 +227,31 @@ void allgather_sum_dense(T& t, C const& codec, std::span<float> out, collective_
 
 /// Allgathers codec messages and writes the sum over ranks of decode(message_j) to `out` (dense).
 /// `in` and `out` may be the same span. Any Codec works; sums are taken in rank order, so every
-/// rank gets the same bits.
+/// rank gets the same bits. `opt.chunk_elements` splits the tensor into chunks whose encode
+/// overlaps the exchange of the previous one.
 template <Transport T, class C>
 requires Codec<C, float>
 void sparse_allgather(T& t, C const& codec, std::span<float const> in, std::span<float> out,
-                      collective_context const& ctx, allgather_workspace<C>& ws) {
+                      collective_context const& ctx, allgather_workspace<C>& ws,
+                      sparse_allgather_options const& opt = {}) {
   require(out.size() == in.size(), errc::size_mismatch,
           "sparse_allgather: tensor {}: output of {} elements for input of {}", ctx.tensor, out.size(), in.size());
   deadline const d = deadline::after(ctx.timeout);
-  ws.messages.resize(static_cast<std::size_t>(t.size()));
-  detail::encode_into(codec, in, detail::encode_ctx(ctx, t.rank()), ws.encode,
-                      ws.messages[static_cast<std::size_t>(t.rank())]);
-  detail::allgather_sum_dense(t, codec, out, ctx, ws, d);
+  detail::chunking const ch(in.size(), opt.chunk_elements);
+  bool const chunked = ch.count > 1;
+  detail::allgather_chunks(
+      t, ch, ws,
+      [&](std::size_t c, std::vector<std::byte>& message) {
+        detail::encode_into(codec, in.subspan(ch.begin(c), ch.length(c)), detail::encode_ctx(ctx, t.rank(), ch.salt(c)),
+                            ws.encode, message);
+        // Chunk c of `in` is read: its part of `out` (which may alias it) is cleared here, off the
+        // calling thread, while earlier chunks travel.
+        if (chunked) std::fill_n(out.begin() + static_cast<std::ptrdiff_t>(ch.begin(c)), ch.length(c), 0.0f);
+      },
+      [&](std::size_t c) {
+        ws.sent_bytes += detail::allgather_sum_dense(t, codec, out.subspan(ch.begin(c), ch.length(c)), ctx, ch.salt(c),
+                                                     !chunked, ws, d);
+      });
 }
 
 /// As above, for a message this rank has encoded already (in an earlier pipeline stage, with
@@ -207,45 +263,55 @@ void sparse_allgather_encoded(T& t, C const& codec, std::span<std::byte const> m
   ws.messages.resize(static_cast<std::size_t>(t.size()));
   auto& mine = ws.messages[static_cast<std::size_t>(t.rank())];
   mine.assign(message.begin(), message.end());
-  detail::allgather_sum_dense(t, codec, out, ctx, ws, deadline::after(ctx.timeout));
+  ws.sent_bytes = detail::allgather_sum_dense(t, codec, out, ctx, 0, true, ws, deadline::after(ctx.timeout));
 }
 
 /// Allgathers the messages of a sparse codec and sums them into a sparse result (sorted unique
 /// indices). Each message is decoded and added as soon as it and those of lower ranks are in (a
 /// two-way merge, or a dense accumulator above `opt.dense_above`), so every rank adds in rank
-/// order and gets the same bits.
+/// order and gets the same bits. With `opt.chunk_elements`, each chunk's sum is appended to `out`.
 template <Transport T, class C>
 requires SparseCodec<C, float>
 void sparse_allgather(T& t, C const& codec, std::span<float const> in, sparse_buffer<float>& out,
                       collective_context const& ctx, allgather_workspace<C>& ws,
                       sparse_allgather_options const& opt = {}) {
   char const* const what = "sparse_allgather";
-  int const world = t.size(), r = t.rank();
+  int const r = t.rank();
   deadline const d = deadline::after(ctx.timeout);
-  auto const w = static_cast<std::size_t>(world);
-  ws.messages.resize(w);
-  detail::encode_into(codec, in, detail::encode_ctx(ctx, r), ws.encode, ws.messages[static_cast<std::size_t>(r)]);
-  ws.sum.reset(in.size(), opt.dense_above);
+  detail::chunking const ch(in.size(), opt.chunk_elements);
   std::size_t block = 0;
-  wire::expectation const expect{.tensor = ctx.tensor, .step = ctx.step, .extent = in.size()};
-  ws.sent_bytes = detail::ring_allgather(
-      t, ws.messages, ws.arrived, ctx.tag, true, ctx, d, what, [&](std::size_t) { return expect; }, [] {},
-      [&](std::size_t j) {  // each message is added while later ones travel
-        try {
-          codec.decode_sparse(std::span<std::byte const>(ws.messages[j]), detail::encode_ctx(ctx, static_cast<int>(j)),
-                              ws.decode, ws.part);
-          auto const& p = ws.part;
-          require(p.extent() == in.size(), errc::malformed_message, "decoded extent {} where {} was expected",
-                  p.extent(), in.size());
-          require(j == 0 || p.block_size() == block, errc::malformed_message, "block size {} where {} was expected",
-                  p.block_size(), block);
-          block = p.block_size();
-        } catch (error const& e) {
-          detail::rethrow_with(e, what, ctx, r, static_cast<int>(j));
-        }
-        ws.sum.add(ws.part);
+  detail::allgather_chunks(
+      t, ch, ws,
+      [&](std::size_t c, std::vector<std::byte>& message) {
+        detail::encode_into(codec, in.subspan(ch.begin(c), ch.length(c)), detail::encode_ctx(ctx, r, ch.salt(c)),
+                            ws.encode, message);
+      },
+      [&](std::size_t c) {
+        std::size_t const n = ch.length(c);
+        wire::expectation const expect{.tensor = ctx.tensor, .step = ctx.step, .extent = n};
+        ws.sum.reset(n, opt.dense_above);
+        ws.sent_bytes += detail::ring_allgather(
+            t, ws.messages, ws.arrived, ctx.tag, true, ctx, d, what, [&](std::size_t) { return expect; }, [] {},
+            [&](std::size_t j) {  // each message is added while later ones travel
+              try {
+                codec.decode_sparse(std::span<std::byte const>(ws.messages[j]),
+                                    detail::encode_ctx(ctx, static_cast<int>(j), ch.salt(c)), ws.decode, ws.part);
+                auto const& p = ws.part;
+                require(p.extent() == n, errc::malformed_message, "decoded extent {} where {} was expected", p.extent(),
+                        n);
+                require((c == 0 && j == 0) || p.block_size() == block, errc::malformed_message,
+                        "block size {} where {} was expected", p.block_size(), block);
+                block = p.block_size();
+              } catch (error const& e) {
+                detail::rethrow_with(e, what, ctx, r, static_cast<int>(j));
+              }
+              ws.sum.add(ws.part);
+            });
+        if (ch.count == 1) return ws.sum.finish(out);
+        ws.sum.finish(ws.chunk_sum);
+        if (c == 0) out.reset(in.size(), block);
+        detail::append_shifted(out, ws.chunk_sum, ch.begin(c), what, ctx);
       });
-  ws.sum.finish(out);
 }
 
 }  // namespace sluice
@@ -253,6 +319,7 @@ void sparse_allgather(T& t, C const& codec, std::span<float const> in, sparse_bu
 template <>
 struct fmt::formatter<sluice::sparse_allgather_options> : fmt::formatter<std::string_view> {
   auto format(sluice::sparse_allgather_options const& o, format_context& ctx) const {
-    return fmt::format_to(ctx.out(), "sparse_allgather_options{{dense_above={}}}", o.dense_above);
+    return fmt::format_to(ctx.out(), "sparse_allgather_options{{dense_above={}, chunk_elements={}}}", o.dense_above,
+                          o.chunk_elements);
   }
 };

@@ -19,12 +19,17 @@ namespace sluice {
 /// Buffers reused across calls. Thread-safety: one workspace per concurrent call.
 template <class C>
 struct reduce_scatter_workspace {
-  allgather_workspace<C> ag{};  ///< codec workspaces, own message, merge scratch
-  sparse_buffer<float> mine{};  ///< this rank's decoded contribution
-  std::vector<std::vector<std::byte>> send{};
+  /// What this rank sends in the reduce phase of one chunk (made on the helper thread when chunked).
+  struct chunk_part {
+    sparse_buffer<float> mine{};                 ///< this rank's decoded contribution
+    std::vector<std::vector<std::byte>> send{};  ///< the frame of its entries for rank j
+    std::size_t own_begin = 0, own_end = 0;      ///< its entries in this rank's own range
+  };
+  allgather_workspace<C> ag{};  ///< codec workspaces, own messages, merge scratch
+  std::vector<chunk_part> chunk{};
   std::vector<std::vector<std::byte>> recv{};
   std::vector<sparse_buffer<float>> parts{};   ///< rank j's entries in my range
-  std::vector<sparse_buffer<float>> ranges{};  ///< the reduced range of rank j
+  std::vector<sparse_buffer<float>> ranges{};  ///< the reduced range of rank j (of the current chunk)
   sparse_buffer<float> reduced{};
   std::vector<std::uint8_t> arrived{};
   std::size_t sent_bytes = 0;  ///< bytes this rank sent in the last call
@@ -66,110 +71,127 @@ inline void read_sparse_frame(wire::frame const& f, std::size_t extent, std::siz
 
 namespace detail {
 
-/// The collective with two hooks for work that overlaps the wire: `idle()` runs once the reduce
-/// phase's messages are on their way, `range_ready(j)` as soon as ws.ranges[j] is final.
-template <Transport T, class C, class Idle, class RangeReady>
+/// The collective, chunk by chunk (opt.chunk_elements; detail::overlap_chunks): the encode, the
+/// local decode and the reduce-phase frames of chunk c + 1 are made on a helper thread while chunk
+/// c is exchanged. Two hooks for the caller's output: `clear(c)` runs once chunk c of `in` is read
+/// (after its frames are made when chunked, else once the reduce phase's messages are on their
+/// way, overlapping the wire), `range_ready(c, j)` as soon as ws.ranges[j] holds the final sum of
+/// rank j's range of chunk c (block indices relative to the chunk).
+template <Transport T, class C, class Clear, class RangeReady>
 void sparse_reduce_scatter_core(T& t, C const& codec, std::span<float const> in, collective_context const& ctx,
-                                reduce_scatter_workspace<C>& ws, sparse_allgather_options const& opt, Idle&& idle,
+                                reduce_scatter_workspace<C>& ws, sparse_allgather_options const& opt, Clear&& clear,
                                 RangeReady&& range_ready) {
   char const* const what = "sparse_reduce_scatter";
   int const world = t.size(), r = t.rank();
   auto const w = static_cast<std::size_t>(world), ur = static_cast<std::size_t>(r);
-  std::size_t const n = in.size();
   deadline const d = deadline::after(ctx.timeout);
-  ws.send.resize(w);
+  detail::chunking const ch(in.size(), opt.chunk_elements);
+  bool const chunked = ch.count > 1;
+  ws.chunk.resize(ch.count);
+  ws.ag.own.resize(ch.count);
   ws.recv.resize(w);
   ws.parts.resize(w);
   ws.ranges.resize(w);
   ws.sent_bytes = 0;
-  ws.ag.messages.resize(1);
-  // What the others would decode from my message: encode, then decode locally.
-  detail::encode_into(codec, in, detail::encode_ctx(ctx, r), ws.ag.encode, ws.ag.messages[0]);
-  codec.decode_sparse(std::span<std::byte const>(ws.ag.messages[0]), detail::encode_ctx(ctx, r), ws.ag.decode, ws.mine);
-  std::size_t const block = ws.mine.block_size();
-  std::size_t const blocks = (n + block - 1) / block;
-  wire::header const head{.codec = wire::codec_id::sparse,
-                          .element = element_type::f32,
-                          .flags = 0,
-                          .tensor = ctx.tensor,
-                          .step = ctx.step,
-                          .extent = n};
-  wire::expectation const expect{.codec = wire::codec_id::sparse,
-                                 .element = element_type::f32,
-                                 .tensor = ctx.tensor,
-                                 .step = ctx.step,
-                                 .extent = n,
-                                 .sections = 3};
-  auto idx = ws.mine.indices();
-  auto val = ws.mine.values();
-  auto cut = [&](std::size_t j) {
-    auto const lo = static_cast<std::uint32_t>(detail::part_begin(blocks, w, j));
-    return static_cast<std::size_t>(std::lower_bound(idx.begin(), idx.end(), lo) - idx.begin());
+  auto head = [&](std::size_t n) {
+    return wire::header{.codec = wire::codec_id::sparse,
+                        .element = element_type::f32,
+                        .flags = 0,
+                        .tensor = ctx.tensor,
+                        .step = ctx.step,
+                        .extent = n};
   };
-  // Reduce phase: my entries in range j go to rank j.
-  std::vector<typename T::request> reqs;
-  reqs.reserve(2 * w);
-  for (std::size_t k = 1; k <= w; ++k) {  // right neighbour first, mine last
-    std::size_t const j = (ur + k) % w;
-    std::size_t const a = cut(j), b = j + 1 == w ? idx.size() : cut(j + 1);
-    if (j == ur) {
-      ws.parts[ur].reset(n, block);
-      ws.parts[ur].resize(b - a);
-      std::copy(idx.begin() + static_cast<std::ptrdiff_t>(a), idx.begin() + static_cast<std::ptrdiff_t>(b),
-                ws.parts[ur].indices().begin());
-      std::copy(val.begin() + static_cast<std::ptrdiff_t>(a * block),
-                val.begin() + static_cast<std::ptrdiff_t>(b * block), ws.parts[ur].values().begin());
-      continue;
-    }
-    detail::write_sparse_frame(ws.send[j], idx.subspan(a, b - a), val.subspan(a * block, (b - a) * block), block, head);
-    reqs.push_back(detail::start_send(t, static_cast<int>(j), ctx.tag, ws.send[j], what, ctx));
-    ws.sent_bytes += ws.send[j].size();
-  }
-  idle();
-  std::size_t const lo = detail::part_begin(blocks, w, ur), hi = detail::part_begin(blocks, w, ur + 1);
-  ws.ag.sum.reset(n, opt.dense_above);
-  for (std::size_t j = 0; j < w; ++j) {  // added in rank order as the parts arrive
-    if (j != ur) {
-      auto f = detail::recv_frame(t, static_cast<int>(j), ctx.tag, ws.recv[j], d, expect, what, ctx);
-      try {
-        detail::read_sparse_frame(f, n, block, lo, hi, ws.parts[j]);
-      } catch (error const& e) {
-        detail::rethrow_with(e, what, ctx, r, static_cast<int>(j));
+  auto blocks_of = [](std::size_t n, std::size_t block) { return (n + block - 1) / block; };
+  // Reduce-phase frames: my entries in range j of the chunk go to rank j; those of my own range stay.
+  auto prepare = [&](std::size_t c) {
+    auto& cp = ws.chunk[c];
+    std::size_t const n = ch.length(c);
+    auto const ectx = detail::encode_ctx(ctx, r, ch.salt(c));
+    // What the others would decode from my message: encode, then decode locally.
+    detail::encode_into(codec, in.subspan(ch.begin(c), n), ectx, ws.ag.encode, ws.ag.own[c]);
+    codec.decode_sparse(std::span<std::byte const>(ws.ag.own[c]), ectx, ws.ag.decode, cp.mine);
+    std::size_t const block = cp.mine.block_size(), blocks = blocks_of(n, block);
+    auto idx = std::as_const(cp.mine).indices();
+    auto val = std::as_const(cp.mine).values();
+    auto cut = [&](std::size_t j) {
+      if (j == w) return idx.size();
+      auto const lo = static_cast<std::uint32_t>(detail::part_begin(blocks, w, j));
+      return static_cast<std::size_t>(std::lower_bound(idx.begin(), idx.end(), lo) - idx.begin());
+    };
+    cp.send.resize(w);
+    for (std::size_t j = 0; j < w; ++j) {
+      std::size_t const a = cut(j), b = cut(j + 1);
+      if (j == ur) {
+        cp.own_begin = a, cp.own_end = b;
+        continue;
       }
+      detail::write_sparse_frame(cp.send[j], idx.subspan(a, b - a), val.subspan(a * block, (b - a) * block), block,
+                                 head(n));
     }
-    ws.ag.sum.add(ws.parts[j]);
-  }
-  ws.ag.sum.finish(ws.reduced);
-  for (auto& q : reqs) detail::wait_send(t, q, -1, d, what, ctx);
-  reqs.clear();
-  // Allgather phase: my reduced range around the ring; everyone (me too) reads the same bytes, as
-  // each range arrives (ranges are disjoint, so order is free).
-  detail::write_sparse_frame(ws.recv[ur], ws.reduced.indices(), ws.reduced.values(), block, head);
-  ws.sent_bytes += detail::ring_allgather(
-      t, ws.recv, ws.arrived, ctx.tag + 1, false, ctx, d, what, [&](std::size_t) { return expect; }, [] {},
-      [&](std::size_t j) {
-        std::size_t const jlo = detail::part_begin(blocks, w, j), jhi = detail::part_begin(blocks, w, j + 1);
+    if (chunked) clear(c);
+  };
+  auto exchange = [&](std::size_t c) {
+    auto& cp = ws.chunk[c];
+    std::size_t const n = ch.length(c), block = cp.mine.block_size(), blocks = blocks_of(n, block);
+    wire::expectation const expect{.codec = wire::codec_id::sparse,
+                                   .element = element_type::f32,
+                                   .tensor = ctx.tensor,
+                                   .step = ctx.step,
+                                   .extent = n,
+                                   .sections = 3};
+    std::vector<typename T::request> reqs;
+    reqs.reserve(w);
+    for (std::size_t k = 1; k < w; ++k) {  // right neighbour first
+      std::size_t const j = (ur + k) % w;
+      reqs.push_back(detail::start_send(t, static_cast<int>(j), ctx.tag, cp.send[j], what, ctx));
+      ws.sent_bytes += cp.send[j].size();
+    }
+    auto& own = ws.parts[ur];
+    own.reset(n, block);
+    own.resize(cp.own_end - cp.own_begin);
+    std::copy(cp.mine.indices().begin() + static_cast<std::ptrdiff_t>(cp.own_begin),
+              cp.mine.indices().begin() + static_cast<std::ptrdiff_t>(cp.own_end), own.indices().begin());
+    std::copy(cp.mine.values().begin() + static_cast<std::ptrdiff_t>(cp.own_begin * block),
+              cp.mine.values().begin() + static_cast<std::ptrdiff_t>(cp.own_end * block), own.values().begin());
+    if (!chunked) clear(c);
+    std::size_t const lo = detail::part_begin(blocks, w, ur), hi = detail::part_begin(blocks, w, ur + 1);
+    ws.ag.sum.reset(n, opt.dense_above);
+    for (std::size_t j = 0; j < w; ++j) {  // added in rank order as the parts arrive
+      if (j != ur) {
+        auto f = detail::recv_frame(t, static_cast<int>(j), ctx.tag, ws.recv[j], d, expect, what, ctx);
         try {
-          detail::read_sparse_frame(wire::parse(ws.recv[j], expect), n, block, jlo, jhi, ws.ranges[j]);
+          detail::read_sparse_frame(f, n, block, lo, hi, ws.parts[j]);
         } catch (error const& e) {
           detail::rethrow_with(e, what, ctx, r, static_cast<int>(j));
         }
-        range_ready(j);
-      });
+      }
+      ws.ag.sum.add(ws.parts[j]);
+    }
+    ws.ag.sum.finish(ws.reduced);
+    for (auto& q : reqs) detail::wait_send(t, q, -1, d, what, ctx);
+    // Allgather phase: my reduced range around the ring; everyone (me too) reads the same bytes, as
+    // each range arrives (ranges are disjoint, so order is free).
+    detail::write_sparse_frame(ws.recv[ur], ws.reduced.indices(), ws.reduced.values(), block, head(n));
+    ws.sent_bytes += detail::ring_allgather(
+        t, ws.recv, ws.arrived, ctx.tag + 1, false, ctx, d, what, [&](std::size_t) { return expect; }, [] {},
+        [&](std::size_t j) {
+          std::size_t const jlo = detail::part_begin(blocks, w, j), jhi = detail::part_begin(blocks, w, j + 1);
+          try {
+            detail::read_sparse_frame(wire::parse(ws.recv[j], expect), n, block, jlo, jhi, ws.ranges[j]);
+          } catch (error const& e) {
+            detail::rethrow_with(e, what, ctx, r, static_cast<int>(j));
+          }
+          range_ready(c, j);
+        });
+  };
+  detail::overlap_chunks(ch.count, prepare, exchange);
 }
 
 }  // namespace detail
 
-/// Core of the collective: on return ws.ranges[j] holds the reduced entries of range j on every rank.
-template <Transport T, class C>
-requires SparseCodec<C, float>
-void sparse_reduce_scatter_ranges(T& t, C const& codec, std::span<float const> in, collective_context const& ctx,
-                                  reduce_scatter_workspace<C>& ws, sparse_allgather_options const& opt = {}) {
-  detail::sparse_reduce_scatter_core(
-      t, codec, in, ctx, ws, opt, [] {}, [](std::size_t) {});
-}
-
 /// Sums the sparse codec's messages over ranks into `out` (dense). Every rank gets the same bits.
+/// `in` and `out` may be the same span. `opt.chunk_elements` splits the tensor into chunks whose
+/// encode overlaps the exchange of the previous one (as in sparse_allgather).
 template <Transport T, class C>
 requires SparseCodec<C, float>
 void sparse_reduce_scatter(T& t, C const& codec, std::span<float const> in, std::span<float> out,
@@ -177,31 +199,35 @@ void sparse_reduce_scatter(T& t, C const& codec, std::span<float const> in, std:
                            sparse_allgather_options const& opt = {}) {
   require(out.size() == in.size(), errc::size_mismatch,
           "sparse_reduce_scatter: tensor {}: output of {} for input of {}", ctx.tensor, out.size(), in.size());
-  // `in` is read only before idle(), so `out` may alias it; cleared and filled while bytes travel.
+  detail::chunking const ch(in.size(), opt.chunk_elements);
+  auto chunk_out = [&](std::size_t c) { return out.subspan(ch.begin(c), ch.length(c)); };
+  // Chunk c of `in` is read before clear(c), so `out` may alias it; filled while bytes travel.
   detail::sparse_reduce_scatter_core(
-      t, codec, in, ctx, ws, opt, [&] { std::fill(out.begin(), out.end(), 0.0f); },
-      [&](std::size_t j) { scatter(std::as_const(ws.ranges[j]).view(), out, false); });
+      t, codec, in, ctx, ws, opt,
+      [&](std::size_t c) {
+        auto o = chunk_out(c);
+        std::fill(o.begin(), o.end(), 0.0f);
+      },
+      [&](std::size_t c, std::size_t j) { scatter(std::as_const(ws.ranges[j]).view(), chunk_out(c), false); });
 }
 
-/// As above, into a sparse result (the ranges concatenated; sorted because ranges are ordered).
+/// As above, into a sparse result (the ranges of every chunk concatenated; sorted because chunks
+/// and ranges are ordered). Chunks must then be a multiple of the codec's block size.
 template <Transport T, class C>
 requires SparseCodec<C, float>
 void sparse_reduce_scatter(T& t, C const& codec, std::span<float const> in, sparse_buffer<float>& out,
                            collective_context const& ctx, reduce_scatter_workspace<C>& ws,
                            sparse_allgather_options const& opt = {}) {
-  sparse_reduce_scatter_ranges(t, codec, in, ctx, ws, opt);
-  std::size_t total = 0;
-  for (auto const& part : ws.ranges) total += part.nnz();
-  std::size_t const block = ws.ranges.empty() ? 1 : ws.ranges[0].block_size();
-  out.reset(in.size(), block);
-  out.resize(total);
-  std::size_t k = 0;
-  for (auto const& part : ws.ranges) {
-    std::copy(part.indices().begin(), part.indices().end(), out.indices().begin() + static_cast<std::ptrdiff_t>(k));
-    std::copy(part.values().begin(), part.values().end(),
-              out.values().begin() + static_cast<std::ptrdiff_t>(k * block));
-    k += part.nnz();
-  }
+  detail::chunking const ch(in.size(), opt.chunk_elements);
+  std::size_t got = 0;  // ranges of the current chunk in so far
+  detail::sparse_reduce_scatter_core(
+      t, codec, in, ctx, ws, opt, [](std::size_t) {},
+      [&](std::size_t c, std::size_t) {
+        if (++got < ws.ranges.size()) return;
+        got = 0;
+        if (c == 0) out.reset(in.size(), ws.ranges[0].block_size());
+        for (auto const& part : ws.ranges) detail::append_shifted(out, part, ch.begin(c), "sparse_reduce_scatter", ctx);
+      });
 }
 
 }  // namespace sluice
