@@ -283,6 +283,20 @@ TEST_CASE("the fused AVX2 Adam loops equal the portable tile passes bit for bit"
       REQUIRE(std::bit_cast<std::uint32_t>(m1[i]) == std::bit_cast<std::uint32_t>(m2[i]));
       REQUIRE(std::bit_cast<std::uint32_t>(v1[i]) == std::bit_cast<std::uint32_t>(v2[i]));
     }
+#if SLUICE_HAVE_AVX512_TARGET
+    if (sluice::use_avx512()) {
+      // Sixteen lanes and a masked tail (1003 = 62 * 16 + 11), from the same inputs.
+      auto p3 = random_floats(n, 41), m3 = random_floats(n, 42, 1e-2f), v3 = random_floats(n, 43, 1e-4f);
+      for (auto& x : v3) x = std::abs(x);
+      v3[6] = 0.0f;
+      k.core_avx512(p3.data(), g.data(), m3.data(), v3.data(), n);
+      for (std::size_t i = 0; i < n; ++i) {
+        REQUIRE(std::bit_cast<std::uint32_t>(p1[i]) == std::bit_cast<std::uint32_t>(p3[i]));
+        REQUIRE(std::bit_cast<std::uint32_t>(m1[i]) == std::bit_cast<std::uint32_t>(m3[i]));
+        REQUIRE(std::bit_cast<std::uint32_t>(v1[i]) == std::bit_cast<std::uint32_t>(v3[i]));
+      }
+    }
+#endif
     // bf16 moments: widen, portable passes, stochastic rounding with byte 0 / byte 1 of rnd.
     std::vector<std::uint16_t> mb(n), vb(n), rnd(n);
     std::mt19937 rng(44);
@@ -312,6 +326,43 @@ TEST_CASE("the fused AVX2 Adam loops equal the portable tile passes bit for bit"
   }
 }
 
+#if SLUICE_HAVE_AVX512_TARGET
+TEST_CASE("the AVX-512 SGD loops equal the portable loops bit for bit") {
+  if (!sluice::use_avx512()) return;
+  using detail::optim::sgd_kernel;
+  std::size_t const n = 1003;  // a masked tail of 11
+  auto g = random_floats(n, 60);
+  g[0] = 0.0f, g[1] = -0.0f, g[2] = 3e38f, g[3] = std::numeric_limits<float>::infinity();
+  g[4] = std::numeric_limits<float>::quiet_NaN(), g[5] = 1e-40f;
+  for (double momentum : {0.0, 0.9})
+    for (double wd : {0.0, 1e-2})
+      for (bool nesterov : {false, true})
+        for (std::uint64_t step : {std::uint64_t{1}, std::uint64_t{5}}) {
+          if (momentum == 0 && nesterov) continue;
+          CAPTURE(momentum);
+          CAPTURE(wd);
+          CAPTURE(nesterov);
+          CAPTURE(step);
+          sgd_kernel const k(1e-2, momentum, 0.1, wd, nesterov, step);
+          auto p1 = random_floats(n, 61), b1 = random_floats(n, 62, 1e-2f);
+          auto p2 = p1, b2 = b1;
+          if (momentum == 0)
+            wd != 0 ? k.plain<true>(p1.data(), g.data(), n) : k.plain<false>(p1.data(), g.data(), n);
+          else
+            wd != 0 ? k.momentum_dispatch<true>(p1.data(), g.data(), b1.data(), n)
+                    : k.momentum_dispatch<false>(p1.data(), g.data(), b1.data(), n);
+          float* m[1] = {b2.data()};
+          k.core(p2.data(), g.data(), m, nullptr, n);  // the AVX-512 body
+          for (std::size_t i = 0; i < n; ++i) {
+            REQUIRE(std::bit_cast<std::uint32_t>(p1[i]) == std::bit_cast<std::uint32_t>(p2[i]));
+            REQUIRE(std::bit_cast<std::uint32_t>(b1[i]) == std::bit_cast<std::uint32_t>(b2[i]));
+          }
+        }
+}
+#endif
+
+// With AVX-512 core_bf16_stream runs its AVX-512 body (256 elements per iteration, the rest in
+// the AVX2 body), so this compares it with the AVX2 words-through-memory loop.
 TEST_CASE("the fused bf16 loop draws the same Philox bits as the stream through memory") {
   if (!sluice::use_avx2()) return;
   using detail::optim::adam_kernel;
@@ -325,8 +376,9 @@ TEST_CASE("the fused bf16 loop draws the same Philox bits as the stream through 
     adam_kernel const k(1e-2, 0.9, 0.999, 1e-8, variant == 0 ? 0.0 : 1e-2, variant == 2, 4);
     // Aligned and unaligned first elements, lengths below, at and above one and two 64-element groups.
     for (std::uint64_t first : {std::uint64_t{0}, std::uint64_t{8}, std::uint64_t{3}, std::uint64_t{8000}})
-      for (std::size_t n : {std::size_t{1}, std::size_t{17}, std::size_t{64}, std::size_t{127}, std::size_t{128},
-                            std::size_t{200}, std::size_t{1500}}) {
+      for (std::size_t n :
+           {std::size_t{1}, std::size_t{17}, std::size_t{64}, std::size_t{127}, std::size_t{128}, std::size_t{200},
+            std::size_t{256}, std::size_t{511}, std::size_t{512}, std::size_t{1500}}) {
         CAPTURE(variant);
         CAPTURE(first);
         CAPTURE(n);

@@ -34,11 +34,12 @@
 #endif
 
 // GCC 12's avx512fintrin.h passes _mm512_undefined_epi32() (`__m512i __Y = __Y;`) as the unused
-// source of its unmasked intrinsics, which -Wmaybe-uninitialized reports wherever they are inlined
-// (GCC bug 105593): wrap AVX-512 bodies in these.
+// source of its unmasked intrinsics, which -Wmaybe-uninitialized and -Wuninitialized report
+// wherever they are inlined (GCC bug 105593): wrap AVX-512 bodies in these.
 #if defined(__GNUC__) && !defined(__clang__)
-#define SLUICE_AVX512_DIAGNOSTICS_BEGIN \
-  _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")
+#define SLUICE_AVX512_DIAGNOSTICS_BEGIN                                                      \
+  _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"") \
+      _Pragma("GCC diagnostic ignored \"-Wuninitialized\"")
 #define SLUICE_AVX512_DIAGNOSTICS_END _Pragma("GCC diagnostic pop")
 #else
 #define SLUICE_AVX512_DIAGNOSTICS_BEGIN

@@ -73,6 +73,12 @@ struct adam_kernel {
   /// One step on n contiguous float elements (params, gradient, m, v), in place: the fused AVX2
   /// loop where the CPU has AVX2, else the portable tile passes. Both give the same bits.
   void core(float* p, float const* g, float* const* m, float* tmp, std::size_t n) const noexcept {
+#if SLUICE_HAVE_AVX512_TARGET
+    if (use_avx512()) {
+      core_avx512(p, g, m[0], m[1], n);
+      return;
+    }
+#endif
 #if SLUICE_HAVE_AVX2_TARGET
     if (use_avx2()) {
       core_avx2(p, g, m[0], m[1], n);
@@ -248,6 +254,17 @@ struct adam_kernel {
   template <class Index>
   void core_blocks_avx2(float* p, float* mm, float* vv, float const* vals, Index const* idx, std::size_t count,
                         std::size_t b, std::size_t n, std::size_t ahead) const noexcept {
+#if SLUICE_HAVE_AVX512_TARGET
+    if (use_avx512()) {
+      if (l2)
+        blocks_avx512_impl<true, false>(p, mm, vv, vals, idx, count, b, n, ahead);
+      else if (decoupled)
+        blocks_avx512_impl<false, true>(p, mm, vv, vals, idx, count, b, n, ahead);
+      else
+        blocks_avx512_impl<false, false>(p, mm, vv, vals, idx, count, b, n, ahead);
+      return;
+    }
+#endif
     if (l2)
       blocks_avx2_impl<true, false>(p, mm, vv, vals, idx, count, b, n, ahead);
     else if (decoupled)
@@ -372,8 +389,20 @@ struct adam_kernel {
     }
   }
 
+  /// The fused bf16 step (core_bf16_stream_impl; its AVX-512 body where the CPU has AVX-512).
   void core_bf16_stream(float* p, float const* g, std::uint16_t* mb, std::uint16_t* vb, philox_lanes const& rs,
                         std::uint64_t first, std::size_t n) const noexcept {
+#if SLUICE_HAVE_AVX512_TARGET
+    if (use_avx512()) {
+      if (l2)
+        core_bf16_stream_512<true, false>(p, g, mb, vb, rs, first, n);
+      else if (decoupled)
+        core_bf16_stream_512<false, true>(p, g, mb, vb, rs, first, n);
+      else
+        core_bf16_stream_512<false, false>(p, g, mb, vb, rs, first, n);
+      return;
+    }
+#endif
     if (l2)
       core_bf16_stream_impl<true, false>(p, g, mb, vb, rs, first, n);
     else if (decoupled)
@@ -391,6 +420,240 @@ struct adam_kernel {
     else
       core_bf16_avx2_impl<false, false>(p, g, mb, vb, rnd, n);
   }
+#endif
+
+#if SLUICE_HAVE_AVX512_TARGET
+  SLUICE_AVX512_DIAGNOSTICS_BEGIN
+  // AVX-512 bodies: sixteen lanes, mask registers for the tails (no scalar tail: a scalar float
+  // expression compiled with AVX-512F would be contracted into FMA by clang and GCC). The same
+  // IEEE operations in the same order as core_portable; every product goes through
+  // simd_detail::opaque so that no add or subtract consumes it in a fused multiply-add.
+  struct lanes16 {
+    __m512 b1, c1, b2, c2, wd, step, inv, eps, lr_wd;
+  };
+
+  SLUICE_TARGET_AVX512 lanes16 make_lanes16() const noexcept {
+    return {_mm512_set1_ps(b1),           _mm512_set1_ps(c1),  _mm512_set1_ps(b2),
+            _mm512_set1_ps(c2),           _mm512_set1_ps(wd),  _mm512_set1_ps(step_size),
+            _mm512_set1_ps(inv_sqrt_bc2), _mm512_set1_ps(eps), _mm512_set1_ps(lr_wd)};
+  }
+
+  /// a * b, rounded, never fused with the operation that consumes it.
+  SLUICE_TARGET_AVX512 __attribute__((always_inline)) static inline __m512 mul16(__m512 a, __m512 b) noexcept {
+    return simd_detail::opaque(_mm512_mul_ps(a, b));
+  }
+
+  template <bool L2, bool Decoupled>
+  SLUICE_TARGET_AVX512 __attribute__((always_inline)) static inline void step16(lanes16 const& c, __m512& p, __m512 g,
+                                                                                __m512& m, __m512& v) noexcept {
+    if constexpr (L2) g = _mm512_add_ps(g, mul16(c.wd, p));
+    m = _mm512_add_ps(mul16(m, c.b1), mul16(c.c1, g));
+    v = _mm512_add_ps(mul16(v, c.b2), mul16(c.c2, mul16(g, g)));
+    __m512 const den = _mm512_add_ps(mul16(_mm512_sqrt_ps(v), c.inv), c.eps);
+    __m512 const u = mul16(c.step, _mm512_div_ps(m, den));
+    if constexpr (Decoupled)
+      p = _mm512_sub_ps(p, _mm512_add_ps(mul16(c.lr_wd, p), u));
+    else
+      p = _mm512_sub_ps(p, u);
+  }
+
+  /// The fp32 update of n contiguous elements (as run_avx2), sixteen lanes, the tail masked.
+  template <bool L2, bool Decoupled>
+  SLUICE_TARGET_AVX512 __attribute__((always_inline)) static inline void run_avx512(
+      lanes16 const& c, float* SLUICE_RESTRICT p, float const* SLUICE_RESTRICT g, float* SLUICE_RESTRICT mm,
+      float* SLUICE_RESTRICT vv, std::size_t n) noexcept {
+    std::size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      __m512 pv = _mm512_loadu_ps(p + i), mv = _mm512_loadu_ps(mm + i), vv16 = _mm512_loadu_ps(vv + i);
+      step16<L2, Decoupled>(c, pv, _mm512_loadu_ps(g + i), mv, vv16);
+      _mm512_storeu_ps(mm + i, mv);
+      _mm512_storeu_ps(vv + i, vv16);
+      _mm512_storeu_ps(p + i, pv);
+    }
+    if (i < n) {
+      auto const k = static_cast<__mmask16>((1u << (n - i)) - 1);
+      __m512 pv = _mm512_maskz_loadu_ps(k, p + i), mv = _mm512_maskz_loadu_ps(k, mm + i);
+      __m512 vv16 = _mm512_maskz_loadu_ps(k, vv + i);
+      step16<L2, Decoupled>(c, pv, _mm512_maskz_loadu_ps(k, g + i), mv, vv16);
+      _mm512_mask_storeu_ps(mm + i, k, mv);
+      _mm512_mask_storeu_ps(vv + i, k, vv16);
+      _mm512_mask_storeu_ps(p + i, k, pv);
+    }
+  }
+
+  template <bool L2, bool Decoupled>
+  SLUICE_TARGET_AVX512 void core_avx512_impl(float* SLUICE_RESTRICT p, float const* SLUICE_RESTRICT g,
+                                             float* SLUICE_RESTRICT mm, float* SLUICE_RESTRICT vv,
+                                             std::size_t n) const noexcept {
+    run_avx512<L2, Decoupled>(make_lanes16(), p, g, mm, vv, n);
+  }
+
+  /// One step on n contiguous float elements in sixteen lanes; the same bits as core_portable.
+  void core_avx512(float* p, float const* g, float* mm, float* vv, std::size_t n) const noexcept {
+    if (l2)
+      core_avx512_impl<true, false>(p, g, mm, vv, n);
+    else if (decoupled)
+      core_avx512_impl<false, true>(p, g, mm, vv, n);
+    else
+      core_avx512_impl<false, false>(p, g, mm, vv, n);
+  }
+
+  /// blocks_avx2_impl in sixteen lanes.
+  template <bool L2, bool Decoupled, class Index>
+  SLUICE_TARGET_AVX512 void blocks_avx512_impl(float* SLUICE_RESTRICT p, float* SLUICE_RESTRICT mm,
+                                               float* SLUICE_RESTRICT vv, float const* SLUICE_RESTRICT vals,
+                                               Index const* SLUICE_RESTRICT idx, std::size_t count, std::size_t b,
+                                               std::size_t n, std::size_t ahead) const noexcept {
+    lanes16 const c = make_lanes16();
+    for (std::size_t j = 0; j < count; ++j) {
+      if (j + ahead < count) {
+        std::size_t const next = static_cast<std::size_t>(idx[j + ahead]) * b, bytes = std::min(b, n - next) * 4;
+        prefetch_lines(p + next, bytes);
+        prefetch_lines(mm + next, bytes);
+        prefetch_lines(vv + next, bytes);
+      }
+      std::size_t const base = static_cast<std::size_t>(idx[j]) * b;
+      run_avx512<L2, Decoupled>(c, p + base, vals + j * b, mm + base, vv + base, std::min(b, n - base));
+    }
+  }
+
+  /// Constants of the bf16 widening and stochastic-rounding stores in sixteen lanes.
+  struct bf16_lanes16 {
+    __m512i sign, qnan, low_byte_up, high_byte, pack;
+    __m512i pick[4];  // 32-bit lane j of element group q <- rounding halfword of element 16q + j
+  };
+
+  SLUICE_TARGET_AVX512 static bf16_lanes16 make_bf16_lanes16() noexcept {
+    bf16_lanes16 k;
+    k.sign = _mm512_set1_epi32(static_cast<int>(0x80000000u));
+    k.qnan = _mm512_set1_epi32(0x7fc00000);
+    // Per 32-bit lane: byte 0 (moment 0's rounding byte) -> byte 1, the rest zero (vpshufb).
+    alignas(64) std::int8_t up[64];
+    for (int b = 0; b < 64; ++b) up[b] = static_cast<std::int8_t>(b % 4 == 1 ? (b % 16) - 1 : -128);
+    k.low_byte_up = _mm512_load_si512(up);
+    k.high_byte = _mm512_set1_epi32(0xff00);
+    // The odd halfwords (the bf16 halves) of two vectors of sixteen rounded lanes, in order.
+    alignas(64) std::int16_t pack[32], pick[4][32];
+    for (int j = 0; j < 32; ++j) pack[j] = static_cast<std::int16_t>(2 * j + 1);
+    k.pack = _mm512_load_si512(pack);
+    // Element 16q + j is halfword h = j % 8 of block 2q + j / 8: w01 holds halfwords 0-3 of block l
+    // at positions 4l .. 4l+3, w23 halfwords 4-7 (permutex2var: second source at 32 + position).
+    for (int q = 0; q < 4; ++q)
+      for (int j = 0; j < 16; ++j) {
+        int const blk = 2 * q + j / 8, h = j % 8;
+        pick[q][2 * j] = static_cast<std::int16_t>(h < 4 ? 4 * blk + h : 32 + 4 * blk + h - 4);
+        pick[q][2 * j + 1] = 0;  // zeroed by the mask
+      }
+    for (int q = 0; q < 4; ++q) k.pick[q] = _mm512_load_si512(pick[q]);
+    return k;
+  }
+
+  /// bf16_stochastic on sixteen lanes with the rounding addend `add` (below bit 16), NaN quieted:
+  /// the rounded bits, top half significant.
+  SLUICE_TARGET_AVX512 __attribute__((always_inline)) static inline __m512i round16(bf16_lanes16 const& k, __m512 x,
+                                                                                    __m512i add) noexcept {
+    __m512i const bits = _mm512_castps_si512(x);
+    __m512i const nan = _mm512_ternarylogic_epi32(bits, k.sign, k.qnan, 0xea);  // (bits & sign) | qnan
+    return _mm512_mask_add_epi32(nan, _mm512_cmp_ps_mask(x, x, _CMP_ORD_Q), bits, add);
+  }
+
+  /// Sixteen bf16 (a 256-bit load) widened to float.
+  SLUICE_TARGET_AVX512 __attribute__((always_inline)) static inline __m512 widen16(std::uint16_t const* x) noexcept {
+    __m256i const h = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(x));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+
+  /// Thirty-two elements with bf16 moments: widen, step, and store m and v with stochastic rounding;
+  /// their rounding halfwords are picks q0 and q0 + 1 of (w01, w23) (see make_bf16_lanes16).
+  template <bool L2, bool Decoupled>
+  SLUICE_TARGET_AVX512 __attribute__((always_inline)) static inline void step32_bf16(
+      lanes16 const& c, bf16_lanes16 const& k, float* SLUICE_RESTRICT p, float const* SLUICE_RESTRICT g,
+      std::uint16_t* SLUICE_RESTRICT mb, std::uint16_t* SLUICE_RESTRICT vb, __m512i w01, __m512i w23, int q0) noexcept {
+    __m512 m[2], v[2];
+    __m512i am[2], av[2], mo[2], vo[2];
+    for (int h = 0; h < 2; ++h) {
+      m[h] = widen16(mb + 16 * h), v[h] = widen16(vb + 16 * h);
+      __m512 pv = _mm512_loadu_ps(p + 16 * h);
+      step16<L2, Decoupled>(c, pv, _mm512_loadu_ps(g + 16 * h), m[h], v[h]);
+      _mm512_storeu_ps(p + 16 * h, pv);
+      __m512i const r = _mm512_maskz_permutex2var_epi16(0x55555555u, w01, k.pick[q0 + h], w23);
+      am[h] = _mm512_shuffle_epi8(r, k.low_byte_up);
+      av[h] = _mm512_and_si512(r, k.high_byte);
+    }
+    // NaN moments are rare: one test per 32 elements (NaN in any of m + v; infinities of opposite
+    // sign give false alarms, which only cost time) takes the quieting path.
+    __m512 const any = _mm512_add_ps(_mm512_add_ps(m[0], v[0]), _mm512_add_ps(m[1], v[1]));
+    if (__builtin_expect(_mm512_cmp_ps_mask(any, any, _CMP_UNORD_Q) == 0, 1)) {
+      for (int h = 0; h < 2; ++h) {
+        mo[h] = _mm512_add_epi32(_mm512_castps_si512(m[h]), am[h]);
+        vo[h] = _mm512_add_epi32(_mm512_castps_si512(v[h]), av[h]);
+      }
+    } else {
+      for (int h = 0; h < 2; ++h) {
+        mo[h] = round16(k, m[h], am[h]);
+        vo[h] = round16(k, v[h], av[h]);
+      }
+    }
+    _mm512_storeu_si512(mb, _mm512_permutex2var_epi16(mo[0], k.pack, mo[1]));
+    _mm512_storeu_si512(vb, _mm512_permutex2var_epi16(vo[0], k.pack, vo[1]));
+  }
+
+  /// core_bf16_stream_impl in sixteen lanes: where first is a multiple of 8, 256 elements (32
+  /// Philox blocks, four independent chains of 8 blocks in one register per word) per iteration,
+  /// the next iteration's rounds spread between this one's eight 32-element steps; the rest
+  /// through the AVX2 body (the same bits). One chain per 64 elements left Philox's multiply
+  /// latency exposed (in L1, one thread: 0.31 ns per element; two chains 0.26, four 0.25, against
+  /// 0.17 for the fp32 step and 0.60 for the AVX2 body).
+  template <bool L2, bool Decoupled>
+  SLUICE_TARGET_AVX512 void core_bf16_stream_512(float* SLUICE_RESTRICT p, float const* SLUICE_RESTRICT g,
+                                                 std::uint16_t* SLUICE_RESTRICT mb, std::uint16_t* SLUICE_RESTRICT vb,
+                                                 philox_lanes const& rs, std::uint64_t first,
+                                                 std::size_t n) const noexcept {
+    constexpr int chains = 4;
+    constexpr std::size_t group = 64 * chains;  // elements per iteration
+    std::size_t i = 0;
+    if ((first & 7) == 0 && n >= group) {
+      lanes16 const c = make_lanes16();
+      bf16_lanes16 const k = make_bf16_lanes16();
+      philox_lanes::keys8z const keys = rs.round_keys_512();
+      auto const begin = [&](philox_lanes::block8z(&s)[chains], std::size_t e) SLUICE_TARGET_AVX512 {
+        for (int q = 0; q < chains; ++q)
+          s[q] = philox_lanes::begin8_512(static_cast<std::uint32_t>((first + e + 64 * static_cast<unsigned>(q)) >> 3),
+                                          keys);
+      };
+      philox_lanes::block8z s[chains];
+      __m512i w[chains][2];
+      begin(s, 0);
+      for (int q = 0; q < chains; ++q) {
+        philox_lanes::rounds8_512<3, 10>(s[q], keys);
+        philox_lanes::halves8_512(s[q], w[q][0], w[q][1]);
+      }
+      // Elements e + 32h .. of chain q's 64: picks 2h and 2h + 1 of its halfwords.
+      auto const step = [&](std::size_t e, int q, int h) SLUICE_TARGET_AVX512 {
+        e += 64 * static_cast<unsigned>(q) + 32 * static_cast<unsigned>(h);
+        step32_bf16<L2, Decoupled>(c, k, p + e, g + e, mb + e, vb + e, w[q][0], w[q][1], 2 * h);
+      };
+      for (; i + 2 * group <= n; i += group) {
+        step(i, 0, 0);
+        begin(s, i + group);
+        step(i, 0, 1);
+        for (int q = 0; q < chains; ++q) philox_lanes::rounds8_512<3, 5>(s[q], keys);
+        step(i, 1, 0);
+        step(i, 1, 1);
+        for (int q = 0; q < chains; ++q) philox_lanes::rounds8_512<5, 7>(s[q], keys);
+        step(i, 2, 0);
+        step(i, 2, 1);
+        for (int q = 0; q < chains; ++q) philox_lanes::rounds8_512<7, 10>(s[q], keys);
+        step(i, 3, 0);
+        step(i, 3, 1);
+        for (int q = 0; q < chains; ++q) philox_lanes::halves8_512(s[q], w[q][0], w[q][1]);
+      }
+      for (int q = 0; q < chains; ++q) step(i, q, 0), step(i, q, 1);
+      i += group;
+    }
+    if (i < n) core_bf16_stream_impl<L2, Decoupled>(p + i, g + i, mb + i, vb + i, rs, first + i, n - i);
+  }
+  SLUICE_AVX512_DIAGNOSTICS_END
 #endif
 
   /// Replays steps last[i]+1 .. target with zero gradient (the geometric approximation, see

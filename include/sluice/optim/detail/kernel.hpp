@@ -300,6 +300,87 @@ struct philox_lanes {
   }
 #endif
 
+#if SLUICE_HAVE_AVX512_TARGET
+  SLUICE_AVX512_DIAGNOSTICS_BEGIN
+  /// Philox state of blocks first .. first+7 in AVX-512 registers, for the same fused consumer
+  /// as block8: block first+l in 64-bit lane l of each word (low half; the high halves hold
+  /// don't-care bits). A round is 2 multiplies, 2 shifts and 2 three-way xors (vpternlog) for 8
+  /// blocks.
+  struct block8z {
+    __m512i x0, x1, x2, x3;
+  };
+
+  /// keys8's round keys and folded constants of rounds 0-2, broadcast to 512 bits.
+  struct keys8z {
+    __m512i a[10], b[10];
+    __m512i r0, d0, d2, e2;
+  };
+
+  SLUICE_TARGET_AVX512 keys8z round_keys_512() const noexcept {
+    keys8z k;
+    std::uint32_t ka = k0, kb = k1, a[3] = {}, b[3] = {};
+    for (int round = 0; round < 10; ++round) {
+      if (round < 3) a[round] = ka, b[round] = kb;
+      k.a[round] = _mm512_set1_epi32(static_cast<int>(ka));
+      k.b[round] = _mm512_set1_epi32(static_cast<int>(kb));
+      ka += 0x9E3779B9u;
+      kb += 0xBB67AE85u;
+    }
+    std::uint64_t const p1 = std::uint64_t{0xCD9E8D57u} * tensor;  // as round_keys
+    auto const c0 = static_cast<std::uint32_t>(p1 >> 32) ^ step ^ a[0], c1 = static_cast<std::uint32_t>(p1);
+    std::uint64_t const q0 = std::uint64_t{0xD2511F53u} * c0;
+    auto const d3 = static_cast<std::uint32_t>(q0);
+    k.r0 = _mm512_set1_epi32(static_cast<int>(rank ^ b[0]));
+    k.d0 = _mm512_set1_epi32(static_cast<int>(c1 ^ a[1]));
+    k.d2 = _mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(q0 >> 32) ^ b[1]));
+    k.e2 = _mm512_set1_epi32(static_cast<int>(d3 ^ b[2]));
+    return k;
+  }
+
+  /// Blocks first .. first+7 after rounds 0-2 (as begin8).
+  SLUICE_TARGET_AVX512 __attribute__((always_inline)) static inline block8z begin8_512(std::uint32_t first,
+                                                                                       keys8z const& k) noexcept {
+    __m512i const m0 = _mm512_set1_epi64(0xD2511F53u), m1 = _mm512_set1_epi64(0xCD9E8D57u);
+    __m512i const ctr = _mm512_add_epi64(_mm512_set1_epi64(first), _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0));
+    __m512i const p0 = _mm512_mul_epu32(ctr, m0);                          // round 0
+    __m512i const x2 = _mm512_xor_si512(_mm512_srli_epi64(p0, 32), k.r0);  //   (x0, x1 constant)
+    __m512i const p1 = _mm512_mul_epu32(x2, m1);                           // round 1
+    __m512i const y0 = _mm512_xor_si512(_mm512_srli_epi64(p1, 32), k.d0);  //   (x3 constant)
+    __m512i const y2 = _mm512_xor_si512(p0, k.d2);
+    __m512i const q0 = _mm512_mul_epu32(y0, m0), q1 = _mm512_mul_epu32(y2, m1);  // round 2
+    block8z s;
+    s.x0 = _mm512_ternarylogic_epi64(_mm512_srli_epi64(q1, 32), p1, k.a[2], 0x96);  // three-way xor
+    s.x1 = q1;
+    s.x2 = _mm512_xor_si512(_mm512_srli_epi64(q0, 32), k.e2);
+    s.x3 = q0;
+    return s;
+  }
+
+  /// Rounds R0 .. R1-1 (of 10) on s.
+  template <int R0, int R1>
+  SLUICE_TARGET_AVX512 __attribute__((always_inline)) static inline void rounds8_512(block8z& s,
+                                                                                     keys8z const& k) noexcept {
+    __m512i const m0 = _mm512_set1_epi64(0xD2511F53u), m1 = _mm512_set1_epi64(0xCD9E8D57u);
+    for (int round = R0; round < R1; ++round) {
+      __m512i const p0 = _mm512_mul_epu32(s.x0, m0), p1 = _mm512_mul_epu32(s.x2, m1);
+      s.x0 = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p1, 32), s.x1, k.a[round], 0x96);
+      s.x1 = p1;
+      s.x2 = _mm512_ternarylogic_epi64(_mm512_srli_epi64(p0, 32), s.x3, k.b[round], 0x96);
+      s.x3 = p0;
+    }
+  }
+
+  /// The 64 rounding halfwords of a finished block8z: 64-bit lane l of w01 holds halfwords 0-3
+  /// of block first+l (elements 8l .. 8l+3), lane l of w23 halfwords 4-7 (elements 8l+4 .. 8l+7).
+  SLUICE_TARGET_AVX512 __attribute__((always_inline)) static inline void halves8_512(block8z const& s, __m512i& w01,
+                                                                                     __m512i& w23) noexcept {
+    // Odd 32-bit lanes take the low word of their 64-bit lane from x1 / x3 (vpshufd, merged).
+    w01 = _mm512_mask_shuffle_epi32(s.x0, 0xaaaa, s.x1, _MM_PERM_CCAA);
+    w23 = _mm512_mask_shuffle_epi32(s.x2, 0xaaaa, s.x3, _MM_PERM_CCAA);
+  }
+  SLUICE_AVX512_DIAGNOSTICS_END
+#endif
+
 #if defined(__SSE2__)
   static void mulhilo(__m128i x, __m128i m, __m128i& hi, __m128i& lo) noexcept {
     __m128i const even = _mm_mul_epu32(x, m);                     // 64-bit products of lanes 0, 2
