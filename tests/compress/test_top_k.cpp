@@ -3,8 +3,15 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <vector>
+
+#include <sluice/config.hpp>
+#if SLUICE_HAS_OPENMP
+#include <omp.h>
+#endif
 
 #include <sluice/compress/top_k.hpp>
 
@@ -108,6 +115,50 @@ TEST_CASE_TEMPLATE("top_k selection: every sample bracket shape matches the refe
   for (std::size_t i = 0; i < n; ++i)
     if (i % 8 == 3) hidden[i] = T(static_cast<float>(hidden[i]) * 100.0f);  // never a sampled position (step/2 even)
   for (std::size_t k : {std::size_t{1500}, std::size_t{3000}}) check_against_reference(hidden, k);
+}
+
+TEST_CASE("top_k frames are the same bytes on every SIMD level and thread count") {
+  // The digest below was taken with SLUICE_SIMD=baseline; ctest runs this binary on the baseline,
+  // AVX2 and default (AVX-512 where the CPU has it) bodies. Inputs come from splitmix64, not from
+  // <random>, so the digest does not depend on the standard library.
+  auto frames_digest = [] {
+    std::uint64_t digest = 0xcbf29ce484222325u, state = 7;
+    auto next = [&state] {
+      std::uint64_t z = (state += 0x9e3779b97f4a7c15u);
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+      return z ^ (z >> 31);
+    };
+    for (std::size_t n : {std::size_t{1000}, std::size_t{40000}, std::size_t{1} << 18, (std::size_t{1} << 20) + 37}) {
+      std::vector<float> x(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        // Gradient-like: a scale that changes every 4096 elements, a few exact ties and zeros.
+        auto const u = next();
+        float const scale = static_cast<float>(1 + (i >> 12) % 7);
+        x[i] = (u & 0xff) == 0 ? 0.25f : scale * (static_cast<float>(u >> 40) / 16777216.0f - 0.5f);
+      }
+      for (double r : {0.001, 0.01, 0.1}) {
+        top_k const c{.ratio = r};
+        top_k::workspace<float> ws;
+        std::vector<std::byte> out(c.max_encoded_bytes(n));
+        std::size_t const bytes = c.encode(std::span<float const>(x), {}, ws, std::span(out));
+        for (std::size_t b = 0; b < bytes; ++b) digest = (digest ^ static_cast<std::uint8_t>(out[b])) * 0x100000001b3u;
+      }
+    }
+    return digest;
+  };
+  std::uint64_t const expect = 0x571e60671debff43u;
+#if SLUICE_HAS_OPENMP
+  int const threads = omp_get_max_threads();
+  for (int t : {1, 2, 3}) {
+    omp_set_num_threads(t);
+    CAPTURE(t);
+    CHECK(frames_digest() == expect);
+  }
+  omp_set_num_threads(threads);
+#else
+  CHECK(frames_digest() == expect);
+#endif
 }
 
 TEST_CASE("keep_count is ceil(ratio * n) without representation artefacts") {
