@@ -105,37 +105,31 @@ class sparse_sum {
   }
 
   // acc_ + p into next_ (both sorted), then swapped: entries of p alone become 0 + v, as the
-  // dense form's first addition makes them. While both lists have entries the step is branch-free
-  // (the next index and the sum are selected, so a 1 %-dense merge does not mispredict on every
-  // entry): (a or 0) + (v or -0), where x + -0 is x bit for bit (-0 too) and 0 + v is the dense form.
+  // dense form's first addition makes them.
   void merge(sparse_buffer<float> const& p) {
     auto const& a = std::as_const(acc_);
     auto const ai = a.indices(), pi = p.indices();
     auto const av = a.values(), pv = p.values();
-    std::size_t const b = block_, na = ai.size(), np = pi.size();
+    std::size_t const b = block_;
     next_.reset(extent_, b);
-    next_.resize(na + np);
+    next_.resize(ai.size() + pi.size());
     auto ni = next_.indices();
     auto nv = next_.values();
     std::size_t i = 0, j = 0, k = 0;
-    while (i < na && j < np) {
-      std::uint32_t const x = ai[i], y = pi[j];
-      bool const take_a = x <= y, take_p = y <= x;
-      float const* const va = av.data() + i * b;
-      float const* const vp = pv.data() + j * b;
+    while (i < ai.size() || j < pi.size()) {
+      bool const take_a = j == pi.size() || (i < ai.size() && ai[i] <= pi[j]);
+      bool const take_p = i == ai.size() || (j < pi.size() && pi[j] <= ai[i]);
       float* const dst = nv.data() + k * b;
-      for (std::size_t e = 0; e < b; ++e) dst[e] = (take_a ? va[e] : 0.0f) + (take_p ? vp[e] : -0.0f);
-      ni[k++] = take_a ? x : y;
+      if (take_a && take_p) {
+        for (std::size_t e = 0; e < b; ++e) dst[e] = av[i * b + e] + pv[j * b + e];
+      } else if (take_a) {
+        std::copy_n(av.data() + i * b, b, dst);
+      } else {
+        for (std::size_t e = 0; e < b; ++e) dst[e] = 0.0f + pv[j * b + e];
+      }
+      ni[k++] = take_a ? ai[i] : pi[j];
       i += take_a;
       j += take_p;
-    }
-    for (; i < na; ++i, ++k) {
-      std::copy_n(av.data() + i * b, b, nv.data() + k * b);
-      ni[k] = ai[i];
-    }
-    for (; j < np; ++j, ++k) {
-      for (std::size_t e = 0; e < b; ++e) nv[k * b + e] = 0.0f + pv[j * b + e];
-      ni[k] = pi[j];
     }
     next_.resize(k);
     std::swap(acc_, next_);
