@@ -361,7 +361,7 @@ TEST_CASE("the AVX-512 SGD loops equal the portable loops bit for bit") {
 }
 #endif
 
-// With AVX-512 core_bf16_stream runs its AVX-512 body (256 elements per iteration, the rest in
+// With AVX-512 core_bf16_stream runs its AVX-512 body (128 elements per iteration, the rest in
 // the AVX2 body), so this compares it with the AVX2 words-through-memory loop.
 TEST_CASE("the fused bf16 loop draws the same Philox bits as the stream through memory") {
   if (!sluice::use_avx2()) return;

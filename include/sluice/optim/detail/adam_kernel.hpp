@@ -598,58 +598,56 @@ struct adam_kernel {
     _mm512_storeu_si512(vb, _mm512_permutex2var_epi16(vo[0], k.pack, vo[1]));
   }
 
-  /// core_bf16_stream_impl in sixteen lanes: where first is a multiple of 8, 256 elements (32
-  /// Philox blocks, four independent chains of 8 blocks in one register per word) per iteration,
-  /// the next iteration's rounds spread between this one's eight 32-element steps; the rest
-  /// through the AVX2 body (the same bits). One chain per 64 elements left Philox's multiply
-  /// latency exposed (in L1, one thread: 0.31 ns per element; two chains 0.26, four 0.25, against
-  /// 0.17 for the fp32 step and 0.60 for the AVX2 body).
+  /// core_bf16_stream_impl in sixteen lanes: where first is a multiple of 8, 128 elements (16
+  /// Philox blocks in two independent chains of 8, one register per word and chain) per iteration,
+  /// the next iteration's rounds spread between this one's four 32-element steps; the rest
+  /// through the AVX2 body (the same bits). In L1 on one thread (Zen 5) one chain per 64 elements
+  /// left Philox's multiply latency exposed (0.31 ns per element; two chains 0.27, four 0.25,
+  /// against 0.17 for the fp32 step and 0.60 for the AVX2 body), but the 2^26-element step on two
+  /// threads, memory-bound, was fastest with two (13.2-14.6 ms; one 13.5-14.0, four 15.0-16.6:
+  /// four chains spill registers).
   template <bool L2, bool Decoupled>
   SLUICE_TARGET_AVX512 void core_bf16_stream_512(float* SLUICE_RESTRICT p, float const* SLUICE_RESTRICT g,
                                                  std::uint16_t* SLUICE_RESTRICT mb, std::uint16_t* SLUICE_RESTRICT vb,
                                                  philox_lanes const& rs, std::uint64_t first,
                                                  std::size_t n) const noexcept {
-    constexpr int chains = 4;
-    constexpr std::size_t group = 64 * chains;  // elements per iteration
     std::size_t i = 0;
-    if ((first & 7) == 0 && n >= group) {
+    if ((first & 7) == 0 && n >= 128) {
       lanes16 const c = make_lanes16();
       bf16_lanes16 const k = make_bf16_lanes16();
+      auto const block = [first](std::size_t e) { return static_cast<std::uint32_t>((first + e) >> 3); };
       philox_lanes::keys8z const keys = rs.round_keys_512();
-      auto const begin = [&](philox_lanes::block8z(&s)[chains], std::size_t e) SLUICE_TARGET_AVX512 {
-        for (int q = 0; q < chains; ++q)
-          s[q] = philox_lanes::begin8_512(static_cast<std::uint32_t>((first + e + 64 * static_cast<unsigned>(q)) >> 3),
-                                          keys);
-      };
-      philox_lanes::block8z s[chains];
-      __m512i w[chains][2];
-      begin(s, 0);
-      for (int q = 0; q < chains; ++q) {
-        philox_lanes::rounds8_512<3, 10>(s[q], keys);
-        philox_lanes::halves8_512(s[q], w[q][0], w[q][1]);
+      philox_lanes::block8z s0 = philox_lanes::begin8_512(block(0), keys),
+                            s1 = philox_lanes::begin8_512(block(64), keys);
+      philox_lanes::rounds8_512<3, 10>(s0, keys);
+      philox_lanes::rounds8_512<3, 10>(s1, keys);
+      __m512i w[2][2];
+      philox_lanes::halves8_512(s0, w[0][0], w[0][1]);
+      philox_lanes::halves8_512(s1, w[1][0], w[1][1]);
+#define SLUICE_STEP32(e, t, q) \
+  step32_bf16<L2, Decoupled>(c, k, p + (e), g + (e), mb + (e), vb + (e), w[t][0], w[t][1], q)
+      for (; i + 256 <= n; i += 128) {
+        SLUICE_STEP32(i, 0, 0);
+        s0 = philox_lanes::begin8_512(block(i + 128), keys);
+        s1 = philox_lanes::begin8_512(block(i + 192), keys);
+        philox_lanes::rounds8_512<3, 5>(s0, keys);
+        philox_lanes::rounds8_512<3, 5>(s1, keys);
+        SLUICE_STEP32(i + 32, 0, 2);
+        philox_lanes::rounds8_512<5, 7>(s0, keys);
+        philox_lanes::rounds8_512<5, 7>(s1, keys);
+        SLUICE_STEP32(i + 64, 1, 0);
+        philox_lanes::rounds8_512<7, 10>(s0, keys);
+        philox_lanes::rounds8_512<7, 10>(s1, keys);
+        SLUICE_STEP32(i + 96, 1, 2);
+        philox_lanes::halves8_512(s0, w[0][0], w[0][1]);
+        philox_lanes::halves8_512(s1, w[1][0], w[1][1]);
       }
-      // Elements e + 32h .. of chain q's 64: picks 2h and 2h + 1 of its halfwords.
-      auto const step = [&](std::size_t e, int q, int h) SLUICE_TARGET_AVX512 {
-        e += 64 * static_cast<unsigned>(q) + 32 * static_cast<unsigned>(h);
-        step32_bf16<L2, Decoupled>(c, k, p + e, g + e, mb + e, vb + e, w[q][0], w[q][1], 2 * h);
-      };
-      for (; i + 2 * group <= n; i += group) {
-        step(i, 0, 0);
-        begin(s, i + group);
-        step(i, 0, 1);
-        for (int q = 0; q < chains; ++q) philox_lanes::rounds8_512<3, 5>(s[q], keys);
-        step(i, 1, 0);
-        step(i, 1, 1);
-        for (int q = 0; q < chains; ++q) philox_lanes::rounds8_512<5, 7>(s[q], keys);
-        step(i, 2, 0);
-        step(i, 2, 1);
-        for (int q = 0; q < chains; ++q) philox_lanes::rounds8_512<7, 10>(s[q], keys);
-        step(i, 3, 0);
-        step(i, 3, 1);
-        for (int q = 0; q < chains; ++q) philox_lanes::halves8_512(s[q], w[q][0], w[q][1]);
-      }
-      for (int q = 0; q < chains; ++q) step(i, q, 0), step(i, q, 1);
-      i += group;
+      SLUICE_STEP32(i, 0, 0);
+      SLUICE_STEP32(i + 32, 0, 2);
+      SLUICE_STEP32(i + 64, 1, 0);
+      SLUICE_STEP32(i + 96, 1, 2);
+#undef SLUICE_STEP32
+      i += 128;
     }
     if (i < n) core_bf16_stream_impl<L2, Decoupled>(p + i, g + i, mb + i, vb + i, rs, first + i, n - i);
   }
