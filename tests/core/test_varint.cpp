@@ -7,6 +7,8 @@
 
 #include <sluice/core/varint.hpp>
 
+#include "core/varint_reference.hpp"
+
 namespace wire = sluice::wire;
 
 namespace {
@@ -72,6 +74,109 @@ TEST_CASE("malformed index lists are rejected with a reason") {
   // Gap that wraps the running index around 2^64 (unsorted after wrap).
   expect_malformed(bytes({10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}), 2, std::size_t{1} << 40,
                    "out of range");
+}
+
+namespace {
+std::vector<std::byte> encode_list(std::vector<std::uint64_t> const& idx) {
+  std::vector<std::byte> buf(wire::max_index_bytes(idx.size(), std::size_t{0} - 1));
+  buf.resize(wire::encode_sorted_indices<std::uint64_t>(idx, buf));
+  return buf;
+}
+template <class Index>
+bool agree(std::vector<std::byte> const& in, std::size_t extent, std::size_t count) {
+  return sluice::test::decoders_agree<Index>(in, extent, count);
+}
+}  // namespace
+
+TEST_CASE("the word paths decode gaps at every varint length edge, anywhere near the end") {
+  // Gaps of 2^k - 1, 2^k and 2^k + 1 for every 7-bit boundary (varints of 1 to 10 bytes), at
+  // every position of a list of 1- and 2-byte gaps: each long varint starts in every one of the
+  // last 8 bytes, straddles them, and ends before them.
+  for (unsigned k = 7; k <= 63; k += 7) {
+    for (std::uint64_t d : {std::uint64_t{0} - 1, std::uint64_t{0}, std::uint64_t{1}}) {
+      std::uint64_t const big = (std::uint64_t{1} << k) + d;
+      for (std::size_t at = 0; at < 24; ++at) {
+        std::vector<std::uint64_t> idx;
+        std::uint64_t v = 3;
+        for (std::size_t j = 0; j < 24; ++j) {
+          v += j == at ? big : 1 + (j * 37) % 200;
+          idx.push_back(v);
+        }
+        auto const buf = encode_list(idx);
+        CAPTURE(k);
+        CAPTURE(at);
+        std::vector<std::uint64_t> back(idx.size());
+        wire::decode_sorted_indices<std::uint64_t>(buf, idx.back() + 1, back);
+        CHECK(back == idx);
+        CHECK(agree<std::uint64_t>(buf, idx.back() + 1, idx.size()));
+        CHECK(agree<std::uint64_t>(buf, idx.back(), idx.size()));                  // last out of range
+        CHECK(agree<std::uint64_t>(buf, idx[at] == 0 ? 1 : idx[at], idx.size()));  // out of range at `at`
+        CHECK(agree<std::uint64_t>(buf, idx.back() + 1, idx.size() + 1));          // truncated
+        CHECK(agree<std::uint64_t>(buf, idx.back() + 1, idx.size() - 1));          // trailing bytes
+        for (std::size_t cut = 1; cut <= 11 && cut < buf.size(); ++cut)
+          CHECK(agree<std::uint64_t>(std::vector<std::byte>(buf.begin(), buf.end() - static_cast<std::ptrdiff_t>(cut)),
+                                     idx.back() + 1, idx.size()));
+        if (idx.back() < (std::uint64_t{1} << 32)) {
+          std::vector<std::uint32_t> back32(idx.size());
+          wire::decode_sorted_indices<std::uint32_t>(buf, idx.back() + 1, back32);
+          CHECK(std::equal(back32.begin(), back32.end(), idx.begin()));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("the word paths raise every error at the same index and byte as the byte loop") {
+  // A duplicate (a zero gap), an over-long and an overflowing varint at every position of a list
+  // of short gaps, so that each falls inside a four-varint word, a one-varint word or the tail.
+  std::vector<std::uint64_t> idx;
+  for (std::uint64_t j = 0, v = 0; j < 40; ++j) idx.push_back(v += 1 + (j * 53) % 300);
+  auto const buf = encode_list(idx);
+  std::size_t const extent = idx.back() + 1;
+  for (std::size_t at = 0; at < idx.size(); ++at) {
+    CAPTURE(at);
+    // The byte offset where varint `at` starts.
+    std::size_t start = 0;
+    for (std::size_t j = 0; j < at; ++j) start += wire::varint_size(j == 0 ? idx[0] : idx[j] - idx[j - 1]);
+    std::size_t const len = wire::varint_size(at == 0 ? idx[0] : idx[at] - idx[at - 1]);
+    auto splice = [&](std::vector<int> const& bytes) {
+      std::vector<std::byte> out(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(start));
+      for (int b : bytes) out.push_back(static_cast<std::byte>(b));
+      out.insert(out.end(), buf.begin() + static_cast<std::ptrdiff_t>(start + len), buf.end());
+      return out;
+    };
+    CHECK(agree<std::uint32_t>(splice({0}), extent, idx.size()));           // duplicate (unless at == 0)
+    CHECK(agree<std::uint32_t>(splice({0x80, 0x00}), extent, idx.size()));  // zero gap in 2 bytes
+    CHECK(agree<std::uint32_t>(splice({0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01}), extent,
+                               idx.size()));  // 11 bytes
+    CHECK(agree<std::uint32_t>(splice({0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}), extent,
+                               idx.size()));  // overflow
+    CHECK(agree<std::uint64_t>(splice({0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}), std::size_t{0} - 1,
+                               idx.size()));                                // wraps past 2^64
+    CHECK(agree<std::uint32_t>(splice({0xff, 0x7f}), extent, idx.size()));  // out of range from here
+    CHECK(agree<std::uint32_t>(splice({0x85}), extent, idx.size()));        // runs into the next varint
+  }
+}
+
+TEST_CASE("the word paths agree with the byte loop on random bytes") {
+  std::mt19937_64 rng(11);
+  for (int t = 0; t < 20000; ++t) {
+    std::size_t const size = rng() % 48;
+    std::vector<std::byte> in(size);
+    // Mostly short varints (bit 7 set in a quarter of the bytes), sometimes long runs.
+    bool const runs = rng() % 4 == 0;
+    for (auto& b : in) {
+      auto const r = rng();
+      auto const low = static_cast<std::uint8_t>(r & 0x7f);
+      bool const more = runs ? (r >> 8) % 8 != 0 : (r >> 8) % 4 == 0;
+      b = static_cast<std::byte>(low | (more ? 0x80 : 0));
+    }
+    std::size_t const count = rng() % 40;
+    std::size_t const extent = rng() % 3 == 0 ? std::size_t{0} - 1 : rng() % 20000;
+    CAPTURE(t);
+    CHECK(agree<std::uint64_t>(in, extent, count));
+    CHECK(agree<std::uint32_t>(in, extent, count));
+  }
 }
 
 TEST_CASE("fixed-width index lists from peers are checked") {

@@ -1,10 +1,13 @@
 // libFuzzer target for the delta-varint index decoder: any bytes, any count, any extent.
-// Decoded lists must be strictly increasing and in range; anything else must be a clean error.
+// Decoded lists must be strictly increasing and in range; anything else must be a clean error,
+// and the same indices or the same error message as the plain byte loop (tests/core/varint_reference.hpp).
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
 #include <sluice/core/varint.hpp>
+
+#include "../core/varint_reference.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size) {
   if (size < 4) return 0;
@@ -16,6 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
   std::size_t const extent = (data[0] & 0x80) != 0 ? (std::size_t{extent16} << 20) : extent16;
   std::vector<std::byte> in(size - 4);
   if (!in.empty()) std::memcpy(in.data(), data + 4, in.size());
+  if (!sluice::test::decoders_agree<std::uint64_t>(in, extent, count)) __builtin_trap();
+  if (!sluice::test::decoders_agree<std::uint32_t>(in, extent, count)) __builtin_trap();
   std::vector<std::uint64_t> out(count);
   try {
     sluice::wire::decode_sorted_indices<std::uint64_t>(in, extent, out);
