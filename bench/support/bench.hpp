@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
@@ -27,7 +29,11 @@ struct traffic {
   double read = 0;
   double update = 0;
   double write = 0;
-  [[nodiscard]] constexpr double bytes() const noexcept { return read + 2 * update + write; }
+  /// Bytes per element of each update stream, when they are not the default split of `update`
+  /// into 4-byte streams (bf16 Adam: p {4} and the bf16 moments m, v {2, 2}), so that the reference
+  /// has as many arrays as the kernel. They must add up to `update`.
+  std::vector<double> update_streams{};
+  [[nodiscard]] double bytes() const noexcept { return read + 2 * update + write; }
 };
 
 /// Elements the reference kernel streams over: every stream leaves the caches (>= 32 MiB each for
@@ -45,17 +51,23 @@ struct reference_stream {
   std::size_t words = 0;
 };
 
-/// Splits `bytes` per element into arrays as a kernel over floats has them: one 4-byte stream per
-/// whole 4 bytes, plus one narrower stream for the rest (0.5 bytes = packed 4-bit codes). A stream
-/// narrower than 1/8 byte per element is rounded up to one word per step.
-inline std::vector<reference_stream> make_streams(double bytes, std::size_t steps) {
-  std::vector<reference_stream> v;
-  if (bytes <= 0) return v;
+/// The widths of the arrays a kernel over floats moving `bytes` per element has: one 4-byte stream
+/// per whole 4 bytes, plus one narrower stream for the rest (0.5 bytes = packed 4-bit codes).
+inline std::vector<double> split_streams(double bytes) {
+  std::vector<double> widths;
+  if (bytes <= 0) return widths;
   auto const whole = static_cast<std::size_t>(bytes / 4);
-  for (std::size_t i = 0; i < whole; ++i) v.push_back({{}, 4 * step_elements / 8});
-  double const rest = bytes - 4.0 * static_cast<double>(whole);
-  if (rest > 1e-9)
-    v.push_back({{}, std::max<std::size_t>(static_cast<std::size_t>(rest * step_elements / 8 + 0.5), 1)});
+  widths.assign(whole, 4.0);
+  if (double const rest = bytes - 4.0 * static_cast<double>(whole); rest > 1e-9) widths.push_back(rest);
+  return widths;
+}
+
+/// One array per stream width (bytes per element). A stream narrower than 1/8 byte per element is
+/// rounded up to one word per step.
+inline std::vector<reference_stream> make_streams(std::vector<double> const& widths, std::size_t steps) {
+  std::vector<reference_stream> v;
+  for (double b : widths)
+    v.push_back({{}, std::max<std::size_t>(static_cast<std::size_t>(b * step_elements / 8 + 0.5), 1)});
   for (auto& s : v) {
     s.data.resize(s.words * steps);
     auto& w = s.data;
@@ -159,10 +171,16 @@ SLUICE_TARGET_AVX512 inline std::uint64_t reference_avx512(reference_streams& r,
 /// summed, update streams incremented in place, write streams stored. Each repetition runs every
 /// body the CPU has (baseline words; AVX2 and AVX-512 vectors, whichever simd_level() allows) and
 /// the best bytes/s of `reps` repetitions is returned, counting the bytes actually moved.
-inline double measure_reference(traffic t, int reps = 5) {
+inline double measure_reference(traffic const& t, int reps = 5) {
   std::size_t const steps = reference_elements / detail::step_elements;
-  detail::reference_streams r{detail::make_streams(t.read, steps), detail::make_streams(t.update, steps),
-                              detail::make_streams(t.write, steps)};
+  double update_sum = 0;
+  for (double b : t.update_streams) update_sum += b;
+  if (!t.update_streams.empty() && std::abs(update_sum - t.update) > 1e-9)
+    throw std::invalid_argument("bench::traffic: update_streams do not add up to update");
+  detail::reference_streams r{
+      detail::make_streams(detail::split_streams(t.read), steps),
+      detail::make_streams(t.update_streams.empty() ? detail::split_streams(t.update) : t.update_streams, steps),
+      detail::make_streams(detail::split_streams(t.write), steps)};
   double moved = 0;  // bytes per step
   for (auto const& s : r.read) moved += 8.0 * static_cast<double>(s.words);
   for (auto const& s : r.update) moved += 16.0 * static_cast<double>(s.words);
@@ -198,7 +216,7 @@ inline double measure_reference(traffic t, int reps = 5) {
 /// per element. Call after the timing loop. The reference is measured afresh at every call, right
 /// after the benchmark it normalises, so that both see the same machine load (on a shared machine a
 /// reference measured once per process drifts by 2x against later benchmarks).
-inline void report(benchmark::State& state, std::size_t elements, traffic t) {
+inline void report(benchmark::State& state, std::size_t elements, traffic const& t) {
   double const per_iter = t.bytes() * static_cast<double>(elements);
   auto const iters = static_cast<double>(state.iterations());
   state.SetItemsProcessed(static_cast<std::int64_t>(iters * static_cast<double>(elements)));
