@@ -32,6 +32,26 @@ void BM_top_k(benchmark::State& state) {
   sluice::bench::report(state, x.size(), {.read = 4});
 }
 
+// Receiver side: parse + index decode + scatter-add of one frame into a dense tensor (decode_add),
+// as each received message costs a rank in a sparse allreduce.
+void BM_top_k_decode_add(benchmark::State& state) {
+  auto const& x = sluice::bench::gradient(static_cast<std::size_t>(state.range(0)));
+  sluice::top_k const c{.ratio = ratio_of(state)};
+  sluice::top_k::workspace<float> ws;
+  std::vector<std::byte> msg(c.max_encoded_bytes(x.size()));
+  msg.resize(c.encode(std::span<float const>(x), {}, ws, std::span(msg)));
+  sluice::bench::tensor acc(x.size(), 0.0f);
+  for (auto _ : state) {
+    c.decode_add(std::span<std::byte const>(msg), {}, ws, std::span<float>(acc.data(), acc.size()));
+    benchmark::DoNotOptimize(acc.data());
+  }
+  // Traffic per element: the message read once, a cache line updated per kept element.
+  auto const n = static_cast<double>(x.size());
+  sluice::bench::report(
+      state, x.size(),
+      {.read = static_cast<double>(msg.size()) / n, .update = 64.0 * static_cast<double>(c.keep(x.size())) / n});
+}
+
 void BM_baseline_nth_element_top_k(benchmark::State& state) {
   auto const& x = sluice::bench::gradient(static_cast<std::size_t>(state.range(0)));
   std::size_t const k = sluice::compress_detail::keep_count(ratio_of(state), x.size());
@@ -69,6 +89,7 @@ void args(benchmark::internal::Benchmark* b) {
 }  // namespace
 
 BENCHMARK(BM_top_k)->Apply(args);
+BENCHMARK(BM_top_k_decode_add)->Apply(args);
 BENCHMARK(BM_baseline_nth_element_top_k)->Apply(args);
 #if defined(SLUICE_BENCH_HAVE_TORCH)
 BENCHMARK(BM_baseline_torch_top_k)->Apply(args);
