@@ -116,12 +116,13 @@ struct varint_read {
 ///
 /// Gaps of top_k lists take 1 or 2 bytes at random, where a byte loop's continuation branch
 /// mispredicts, and each varint's start waits on the previous one's length. So, while 8 input
-/// bytes remain: when four varints of 1 or 2 bytes (gaps below 2^14) end within them, all four are taken
-/// from that one load (their ends are the four lowest clear continuation bits) and kept if all
-/// four gaps are >= 1 and the last index is in range; otherwise one varint that ends within the 8
-/// bytes is taken from them. Near the end of the input, for varints of 9 or 10 bytes, and for the
-/// index a check fails at, the byte loop runs: every error is raised by the same code at the same
-/// index and byte as by a byte loop alone.
+/// bytes remain: when none of them has a continuation bit, they are eight 1-byte gaps; else when
+/// four varints of 1 or 2 bytes (gaps below 2^14) end within them, all four are taken from that
+/// one load (their ends are the four lowest clear continuation bits); either is kept if every gap
+/// is >= 1 and the last index is in range. Otherwise one varint that ends within the 8 bytes is
+/// taken from them. Near the end of the input, for varints of 9 or 10 bytes, and for the index a
+/// check fails at, the byte loop runs: every error is raised by the same code at the same index
+/// and byte as by a byte loop alone.
 template <SparseIndex Index>
 [[gnu::always_inline]] inline void decode_sorted_indices_body(std::span<std::byte const> in, std::size_t extent,
                                                               std::span<Index> out) {
@@ -140,6 +141,22 @@ template <SparseIndex Index>
       std::memcpy(&w, p + pos, 8);
       std::uint64_t const more = w & continuation;
       stop = more ^ continuation;
+      if (more == 0 && j != 0 && count - j >= 8) {
+        // Eight 1-byte varints (dense stretches of a list: gaps below 2^7). A zero byte is a
+        // duplicate; the byte path finds which.
+        std::uint64_t v = prev;
+        for (unsigned q = 0; q < 8; ++q) {
+          v += (w >> (8 * q)) & 0xff;
+          o[j + q] = static_cast<Index>(v);
+        }
+        bool const zero = ((w - 0x0101010101010101u) & ~w & continuation) != 0;
+        if (!zero & (v > prev) & (v < extent)) [[likely]] {
+          prev = v;
+          j += 8;
+          pos += 8;
+          continue;
+        }
+      }
       std::uint64_t const s1 = stop & (stop - 1), s2 = s1 & (s1 - 1), s3 = s2 & (s2 - 1);
       // Four varints end in these bytes (the first three before byte 7, so no shift is 64), and
       // none of them has two continuation bytes in a row: all four are 1 or 2 bytes long.
