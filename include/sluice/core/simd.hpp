@@ -103,6 +103,18 @@ inline bool use_avx2() noexcept {
 #endif
 }
 
+/// True when bodies compiled with `target("bmi,bmi2")` may run: the CPU has BMI1 and BMI2 and
+/// SLUICE_SIMD allows AVX2 (every AVX2 CPU sluice targets has them; integer-only bodies such as the
+/// index decoder use them).
+inline bool use_bmi2() noexcept {
+#if SLUICE_HAVE_AVX2_TARGET
+  static bool const yes = use_avx2() && __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2");
+  return yes;
+#else
+  return false;
+#endif
+}
+
 /// True when the AVX-512 bodies run.
 inline bool use_avx512() noexcept {
 #if SLUICE_HAVE_AVX512_TARGET

@@ -215,13 +215,6 @@ __attribute__((target("bmi,bmi2"))) void decode_sorted_indices_bmi2(std::span<st
                                                                     std::span<Index> out) {
   decode_sorted_indices_body(in, extent, out);
 }
-inline bool varint_use_bmi2() noexcept {
-  static bool const yes = [] {
-    __builtin_cpu_init();
-    return use_avx2() && __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("bmi");
-  }();
-  return yes;
-}
 #endif
 
 /// Decodes exactly `out.size()` indices from `in` (decode_sorted_indices_body); errc::malformed_message
@@ -229,7 +222,7 @@ inline bool varint_use_bmi2() noexcept {
 template <SparseIndex Index>
 void decode_sorted_indices(std::span<std::byte const> in, std::size_t extent, std::span<Index> out) {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-  if (varint_use_bmi2()) return decode_sorted_indices_bmi2(in, extent, out);
+  if (use_bmi2()) return decode_sorted_indices_bmi2(in, extent, out);
 #endif
   decode_sorted_indices_body(in, extent, out);
 }
