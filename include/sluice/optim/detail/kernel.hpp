@@ -225,24 +225,43 @@ struct philox_lanes {
     __m256i r0, d0, d2, e2;
   };
 
-  __attribute__((target("avx2"))) keys8 round_keys() const noexcept {
-    keys8 k;
-    std::uint32_t ka = k0, kb = k1, a[3] = {}, b[3] = {};
+  /// The scalar words behind keys8 / keys8z: the round keys and the folded constants of rounds
+  /// 0-2, computed once per call and then broadcast at either width.
+  struct key_words {
+    std::uint32_t a[10], b[10];
+    std::uint32_t r0, d0, d2, e2;
+  };
+
+  [[nodiscard]] key_words round_key_words() const noexcept {
+    key_words w{};
+    std::uint32_t ka = k0, kb = k1;
     for (int round = 0; round < 10; ++round) {
-      if (round < 3) a[round] = ka, b[round] = kb;
-      k.a[round] = _mm256_set1_epi32(static_cast<int>(ka));
-      k.b[round] = _mm256_set1_epi32(static_cast<int>(kb));
+      w.a[round] = ka;
+      w.b[round] = kb;
       ka += 0x9E3779B9u;
       kb += 0xBB67AE85u;
     }
     std::uint64_t const p1 = std::uint64_t{0xCD9E8D57u} * tensor;  // round 0, words 2 -> 0, 1
-    auto const c0 = static_cast<std::uint32_t>(p1 >> 32) ^ step ^ a[0], c1 = static_cast<std::uint32_t>(p1);
+    auto const c0 = static_cast<std::uint32_t>(p1 >> 32) ^ step ^ w.a[0], c1 = static_cast<std::uint32_t>(p1);
     std::uint64_t const q0 = std::uint64_t{0xD2511F53u} * c0;  // round 1, words 0 -> 2, 3
     auto const d3 = static_cast<std::uint32_t>(q0);
-    k.r0 = _mm256_set1_epi32(static_cast<int>(rank ^ b[0]));
-    k.d0 = _mm256_set1_epi32(static_cast<int>(c1 ^ a[1]));
-    k.d2 = _mm256_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(q0 >> 32) ^ b[1]));
-    k.e2 = _mm256_set1_epi32(static_cast<int>(d3 ^ b[2]));
+    w.r0 = rank ^ w.b[0];
+    w.d0 = c1 ^ w.a[1];
+    w.d2 = static_cast<std::uint32_t>(q0 >> 32) ^ w.b[1];
+    w.e2 = d3 ^ w.b[2];
+    return w;
+  }
+
+  __attribute__((target("avx2"))) keys8 round_keys() const noexcept {
+    key_words const w = round_key_words();
+    keys8 k;
+    for (int round = 0; round < 10; ++round)
+      k.a[round] = _mm256_set1_epi32(static_cast<int>(w.a[round])),
+      k.b[round] = _mm256_set1_epi32(static_cast<int>(w.b[round]));
+    k.r0 = _mm256_set1_epi32(static_cast<int>(w.r0));
+    k.d0 = _mm256_set1_epi32(static_cast<int>(w.d0));
+    k.d2 = _mm256_set1_epi32(static_cast<int>(w.d2));
+    k.e2 = _mm256_set1_epi32(static_cast<int>(w.e2));
     return k;
   }
 
@@ -317,23 +336,15 @@ struct philox_lanes {
   };
 
   SLUICE_TARGET_AVX512 keys8z round_keys_512() const noexcept {
+    key_words const w = round_key_words();
     keys8z k;
-    std::uint32_t ka = k0, kb = k1, a[3] = {}, b[3] = {};
-    for (int round = 0; round < 10; ++round) {
-      if (round < 3) a[round] = ka, b[round] = kb;
-      k.a[round] = _mm512_set1_epi32(static_cast<int>(ka));
-      k.b[round] = _mm512_set1_epi32(static_cast<int>(kb));
-      ka += 0x9E3779B9u;
-      kb += 0xBB67AE85u;
-    }
-    std::uint64_t const p1 = std::uint64_t{0xCD9E8D57u} * tensor;  // as round_keys
-    auto const c0 = static_cast<std::uint32_t>(p1 >> 32) ^ step ^ a[0], c1 = static_cast<std::uint32_t>(p1);
-    std::uint64_t const q0 = std::uint64_t{0xD2511F53u} * c0;
-    auto const d3 = static_cast<std::uint32_t>(q0);
-    k.r0 = _mm512_set1_epi32(static_cast<int>(rank ^ b[0]));
-    k.d0 = _mm512_set1_epi32(static_cast<int>(c1 ^ a[1]));
-    k.d2 = _mm512_set1_epi32(static_cast<int>(static_cast<std::uint32_t>(q0 >> 32) ^ b[1]));
-    k.e2 = _mm512_set1_epi32(static_cast<int>(d3 ^ b[2]));
+    for (int round = 0; round < 10; ++round)
+      k.a[round] = _mm512_set1_epi32(static_cast<int>(w.a[round])),
+      k.b[round] = _mm512_set1_epi32(static_cast<int>(w.b[round]));
+    k.r0 = _mm512_set1_epi32(static_cast<int>(w.r0));
+    k.d0 = _mm512_set1_epi32(static_cast<int>(w.d0));
+    k.d2 = _mm512_set1_epi32(static_cast<int>(w.d2));
+    k.e2 = _mm512_set1_epi32(static_cast<int>(w.e2));
     return k;
   }
 
