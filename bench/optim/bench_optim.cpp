@@ -68,6 +68,7 @@ aligned_floats random_gradient(std::size_t n) {
   return g;
 }
 
+// A dense step over n elements, each iteration paired with a reference pass (run_interleaved).
 template <class O>
 void dense(benchmark::State& state, O const& o, sluice::bench::traffic t) {
   auto const n = static_cast<std::size_t>(state.range(0));
@@ -75,11 +76,7 @@ void dense(benchmark::State& state, O const& o, sluice::bench::traffic t) {
   auto const g = random_gradient(n);
   sluice::optimizer_state<O> s(o, n);
   o.step(s, p.span(), g.span());  // first touch of the state, outside the timing
-  for (auto _ : state) {
-    o.step(s, p.span(), g.span());
-    benchmark::ClobberMemory();
-  }
-  sluice::bench::report(state, n, t);
+  sluice::bench::run_interleaved(state, n, t, [&] { o.step(s, p.span(), g.span()); });
 }
 
 // Adam fp32: reads p, g, m, v (16 B), writes p, m, v (12 B) per element.
@@ -124,29 +121,45 @@ void BM_adam_incache(benchmark::State& state) {
                          benchmark::Counter::kIsRate);
 }
 
-// Seconds of the fastest of three dense fp32 Adam steps on the same tensor size.
-double dense_adam_seconds(std::size_t n) {
-  sluice::adam const o{};
-  aligned_floats p(n, 0.5f);
-  auto const g = random_gradient(n);
-  sluice::optimizer_state<sluice::adam> s(o, n);
-  double best = 1e30;
-  for (int r = 0; r < 4; ++r) {
+// A dense fp32 Adam step on a tensor of the sparse step's size, timed once per call: the companion
+// of a sparse benchmark's iterations, so that sparse and dense steps alternate and both sample
+// the same minutes of the machine (and the sparse step finds its lines out of cache, as it does
+// after a training step's forward and backward passes).
+struct dense_adam_steps {
+  sluice::adam o{};
+  aligned_floats p;
+  aligned_floats g;
+  sluice::optimizer_state<sluice::adam> s;
+  std::vector<double> seconds;
+  explicit dense_adam_steps(std::size_t n) : p(n, 0.5f), g(random_gradient(n)), s(o, n) {
+    o.step(s, p.span(), g.span());
+  }
+  void operator()() {
     auto const t0 = std::chrono::steady_clock::now();
     o.step(s, p.span(), g.span());
-    double const sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (r > 0) best = std::min(best, sec);
+    benchmark::ClobberMemory();
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  return best;
-}
+  // time_vs_dense: median sparse step over median dense step, both from the same iterations.
+  void report(benchmark::State& state, double sparse_seconds) const {
+    double const dense_s = sluice::bench::detail::median(seconds);
+    state.counters["dense_ms"] = dense_s * 1e3;
+    state.counters["time_vs_dense"] = sparse_seconds / dense_s;
+  }
+};
 
-// Seconds of the fastest of three passes that read and write the same cache lines a sparse step
-// touches (p, m, v at the given element offsets, `len` floats each), with no arithmetic: the
-// random-access limit of this machine, as measure_reference is the streaming limit.
-double random_lines_seconds(std::size_t n, std::vector<std::uint32_t> const& idx, std::size_t block) {
-  aligned_floats a(n, 1.0f), b(n, 1.0f), c(n, 1.0f);
-  double best = 1e30;
-  for (int r = 0; r < 4; ++r) {
+// Passes that read and write the same cache lines a sparse step touches (p, m, v at the given
+// element offsets, `block` floats each), with no arithmetic and no software prefetch: the
+// random-access limit of this machine, as the reference kernel is the streaming limit. Timed once
+// per call, as a companion of the sparse step (after a reference pass, so its lines are cold too).
+struct random_lines {
+  aligned_floats a, b, c;
+  std::vector<std::uint32_t> const& idx;
+  std::size_t block;
+  std::vector<double> seconds;
+  random_lines(std::size_t n, std::vector<std::uint32_t> const& idx_, std::size_t block_)
+      : a(n, 1.0f), b(n, 1.0f), c(n, 1.0f), idx(idx_), block(block_) {}
+  void operator()() {
     auto const t0 = std::chrono::steady_clock::now();
     sluice::parallel_chunks(idx.size(), 1 << 10, [&](std::size_t jb, std::size_t je, int) {
       for (std::size_t j = jb; j < je; ++j) {
@@ -159,19 +172,18 @@ double random_lines_seconds(std::size_t n, std::vector<std::uint32_t> const& idx
       }
     });
     benchmark::ClobberMemory();
-    double const sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (r > 0) best = std::min(best, sec);
+    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  return best;
-}
+};
 
 // Sparse Adam at 1% density from block_top_k-style block indices (16 floats = one cache line).
-// time_vs_dense: time of a sparse step over a dense step of the same tensor; time_vs_random_lines:
-// over touching the same cache lines with no arithmetic (random_lines_seconds).
+// time_vs_dense: median time of a sparse step over the median of the dense steps of the same tensor
+// size that alternate with it (dense_adam_steps); time_vs_random_lines: over touching the same
+// cache lines with no arithmetic (random_lines), alternating with them too.
 void BM_adam_sparse_block(benchmark::State& state) {
   auto const n = static_cast<std::size_t>(state.range(0));
   std::size_t const b = 16, blocks = n / b;
-  double const dense_s = dense_adam_seconds(n);
+  dense_adam_steps dense(n);
   sluice::adam const o{};
   aligned_floats p(n, 0.5f);
   sluice::optimizer_state<sluice::adam> s(o, n);
@@ -183,25 +195,21 @@ void BM_adam_sparse_block(benchmark::State& state) {
   auto const vals = random_gradient(idx.size() * b);
   sluice::sparse_view<float const> const g{idx, std::span<float const>(vals.data.get(), vals.n), n, b};
   o.step(s, p.span(), g);
-  for (auto _ : state) {
-    o.step(s, p.span(), g);
-    benchmark::ClobberMemory();
-  }
   // Touched: one line of p, m, v read and written per block, plus the gradient block and index.
   double const per = static_cast<double>(b);
-  sluice::bench::report(state, idx.size() * b, {.read = (64 + 4) / per, .update = 3 * 64 / per});
-  state.counters["time_vs_dense"] = benchmark::Counter(static_cast<double>(state.iterations()) * dense_s,
-                                                       benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  random_lines lines(n, idx, b);
+  auto const med = sluice::bench::run_interleaved(
+      state, idx.size() * b, {.read = (64 + 4) / per, .update = 3 * 64 / per}, [&] { o.step(s, p.span(), g); },
+      [&] { lines(), dense(); });
+  dense.report(state, med.kernel_seconds);
   state.counters["nnz_blocks"] = static_cast<double>(idx.size());
-  double const lines_s = random_lines_seconds(n, idx, b);
-  state.counters["time_vs_random_lines"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * lines_s, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["time_vs_random_lines"] = med.kernel_seconds / sluice::bench::detail::median(lines.seconds);
 }
 
 // Sparse Adam at 1% density from random element indices; bytes are the cache lines touched.
 void BM_adam_sparse_element(benchmark::State& state) {
   auto const n = static_cast<std::size_t>(state.range(0));
-  double const dense_s = dense_adam_seconds(n);
+  dense_adam_steps dense(n);
   sluice::adam const o{};
   aligned_floats p(n, 0.5f);
   sluice::optimizer_state<sluice::adam> s(o, n);
@@ -210,23 +218,19 @@ void BM_adam_sparse_element(benchmark::State& state) {
   std::uniform_real_distribution<double> u(0, 1);
   for (std::size_t i = 0; i < n; ++i)
     if (u(rng) < 0.01) idx.push_back(static_cast<std::uint32_t>(i));
-  std::size_t lines = 0;
+  std::size_t line_count = 0;
   for (std::size_t j = 0; j < idx.size(); ++j)
-    if (j == 0 || idx[j] / 16 != idx[j - 1] / 16) ++lines;
+    if (j == 0 || idx[j] / 16 != idx[j - 1] / 16) ++line_count;
   auto const vals = random_gradient(idx.size());
   sluice::sparse_view<float const> const g{idx, std::span<float const>(vals.data.get(), vals.n), n, 1};
   o.step(s, p.span(), g);
-  for (auto _ : state) {
-    o.step(s, p.span(), g);
-    benchmark::ClobberMemory();
-  }
-  double const nnz = static_cast<double>(idx.size()), l = static_cast<double>(lines);
-  sluice::bench::report(state, idx.size(), {.read = 8, .update = 3 * 64 * l / nnz});
-  state.counters["time_vs_dense"] = benchmark::Counter(static_cast<double>(state.iterations()) * dense_s,
-                                                       benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
-  double const lines_s = random_lines_seconds(n, idx, 1);
-  state.counters["time_vs_random_lines"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * lines_s, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  double const nnz = static_cast<double>(idx.size()), l = static_cast<double>(line_count);
+  random_lines lines(n, idx, 1);
+  auto const med = sluice::bench::run_interleaved(
+      state, idx.size(), {.read = 8, .update = 3 * 64 * l / nnz}, [&] { o.step(s, p.span(), g); },
+      [&] { lines(), dense(); });
+  dense.report(state, med.kernel_seconds);
+  state.counters["time_vs_random_lines"] = med.kernel_seconds / sluice::bench::detail::median(lines.seconds);
 }
 
 #if defined(SLUICE_BENCH_HAVE_TORCH)
@@ -241,20 +245,18 @@ void BM_baseline_torch_adam(benchmark::State& state) {
   tp.mutable_grad() = torch::from_blob(g.data.get(), {len}, torch::kFloat);
   torch::optim::Adam opt(std::vector<torch::Tensor>{tp}, torch::optim::AdamOptions(1e-3));
   opt.step();
-  for (auto _ : state) {
-    opt.step();
-    benchmark::ClobberMemory();
-  }
-  sluice::bench::report(state, n, {.read = 4, .update = 12});
+  sluice::bench::run_interleaved(state, n, {.read = 4, .update = 12}, [&] { opt.step(); });
 }
-BENCHMARK(BM_baseline_torch_adam)->Arg(1 << 26)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_baseline_torch_adam)->Arg(1 << 26)->UseManualTime()->Unit(benchmark::kMillisecond);
 #endif
 
 }  // namespace
 
-BENCHMARK(BM_adam_dense)->Arg(1 << 26)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_adam_bf16_states)->Arg(1 << 26)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_sgd_momentum)->Arg(1 << 26)->UseRealTime()->Unit(benchmark::kMillisecond);
+// Streaming benchmarks time each iteration themselves (run_interleaved: manual time); the sparse
+// ones run a fixed number of iterations, each followed by a reference pass and a dense step.
+BENCHMARK(BM_adam_dense)->Arg(1 << 26)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_adam_bf16_states)->Arg(1 << 26)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_sgd_momentum)->Arg(1 << 26)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_adam_incache)->Arg(1 << 16)->UseRealTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_adam_sparse_block)->Arg(1 << 26)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_adam_sparse_element)->Arg(1 << 26)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_adam_sparse_block)->Arg(1 << 26)->UseManualTime()->Iterations(60)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_adam_sparse_element)->Arg(1 << 26)->UseManualTime()->Iterations(20)->Unit(benchmark::kMillisecond);

@@ -163,6 +163,92 @@ SLUICE_TARGET_AVX512 inline std::uint64_t reference_avx512(reference_streams& r,
 #undef SLUICE_BENCH_REFERENCE_BODY
 #endif
 
+/// The reference kernel's arrays for traffic `t`, allocated and touched once (line_allocator:
+/// huge pages), and one timed pass over them with a chosen body: 0 = baseline words, 1 = AVX2,
+/// 2 = AVX-512 vectors.
+class reference_kernel {
+ public:
+  explicit reference_kernel(traffic const& t) {
+    double update_sum = 0;
+    for (double b : t.update_streams) update_sum += b;
+    if (!t.update_streams.empty() && std::abs(update_sum - t.update) > 1e-9)
+      throw std::invalid_argument("bench::traffic: update_streams do not add up to update");
+    r_ = {make_streams(split_streams(t.read), steps_),
+          make_streams(t.update_streams.empty() ? split_streams(t.update) : t.update_streams, steps_),
+          make_streams(split_streams(t.write), steps_)};
+    for (auto const& s : r_.read) moved_ += 8.0 * static_cast<double>(s.words);
+    for (auto const& s : r_.update) moved_ += 16.0 * static_cast<double>(s.words);
+    for (auto const& s : r_.write) moved_ += 8.0 * static_cast<double>(s.words);
+    moved_ *= static_cast<double>(steps_);
+  }
+
+  /// Whether this CPU (and SLUICE_SIMD) allows `body`.
+  static bool has_body(int body) noexcept {
+    return body == 0 || (body == 1 && sluice::use_avx2()) || (body == 2 && sluice::use_avx512());
+  }
+
+  /// Bytes/s of one pass of `body` on all threads, counting the bytes actually moved.
+  double pass(int body) {
+    auto const t0 = std::chrono::steady_clock::now();
+    sluice::parallel_chunks(steps_, 1024, [&](std::size_t sb, std::size_t se, int) {
+      std::uint64_t acc = 0;
+#if SLUICE_HAVE_AVX2_TARGET
+      if (body == 2)
+        acc = reference_avx512(r_, sb, se);
+      else if (body == 1)
+        acc = reference_avx2(r_, sb, se);
+      else
+#endif
+        acc = reference_words(r_, sb, se);
+      benchmark::DoNotOptimize(acc);
+    });
+    for (auto& s : r_.update) benchmark::DoNotOptimize(s.data.data());
+    for (auto& s : r_.write) benchmark::DoNotOptimize(s.data.data());
+    benchmark::ClobberMemory();
+    return moved_ / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+ private:
+  std::size_t steps_ = reference_elements / step_elements;
+  reference_streams r_;
+  double moved_ = 0;  // bytes per pass
+};
+
+/// The median of `v` (mean of the middle two for an even count); 0 for none.
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  auto const mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  if (v.size() % 2 == 1) return *mid;
+  return 0.5 * (*mid + *std::max_element(v.begin(), mid));
+}
+
+/// The q-quantile of `v` (nearest rank), q in [0, 1]; 0 for none.
+inline double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  auto const k = static_cast<std::size_t>(std::lround(q * static_cast<double>(v.size() - 1)));
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+  return v[k];
+}
+
+/// The body of the reference that streams fastest here: three rounds of every body the CPU has,
+/// one after the other, and the best median. On Zen 5 the baseline's 16-byte words stop short of
+/// the memory limit where 32- and 64-byte vectors do not (measure_reference).
+inline int fastest_body(reference_kernel& ref) {
+  std::vector<double> rates[3];
+  for (int round = 0; round < 3; ++round)
+    for (int body = 0; body < 3; ++body)
+      if (reference_kernel::has_body(body)) rates[body].push_back(ref.pass(body));
+  int best = 0;
+  for (int body = 1; body < 3; ++body)
+    if (!rates[body].empty() && median(rates[body]) > median(rates[best])) best = body;
+  return best;
+}
+
+struct no_companion {
+  void operator()() const noexcept {}
+};
+
 }  // namespace detail
 
 /// The streaming limit for kernels with traffic `t` on this machine: one array per stream (so the
@@ -172,43 +258,11 @@ SLUICE_TARGET_AVX512 inline std::uint64_t reference_avx512(reference_streams& r,
 /// body the CPU has (baseline words; AVX2 and AVX-512 vectors, whichever simd_level() allows) and
 /// the best bytes/s of `reps` repetitions is returned, counting the bytes actually moved.
 inline double measure_reference(traffic const& t, int reps = 5) {
-  std::size_t const steps = reference_elements / detail::step_elements;
-  double update_sum = 0;
-  for (double b : t.update_streams) update_sum += b;
-  if (!t.update_streams.empty() && std::abs(update_sum - t.update) > 1e-9)
-    throw std::invalid_argument("bench::traffic: update_streams do not add up to update");
-  detail::reference_streams r{
-      detail::make_streams(detail::split_streams(t.read), steps),
-      detail::make_streams(t.update_streams.empty() ? detail::split_streams(t.update) : t.update_streams, steps),
-      detail::make_streams(detail::split_streams(t.write), steps)};
-  double moved = 0;  // bytes per step
-  for (auto const& s : r.read) moved += 8.0 * static_cast<double>(s.words);
-  for (auto const& s : r.update) moved += 16.0 * static_cast<double>(s.words);
-  for (auto const& s : r.write) moved += 8.0 * static_cast<double>(s.words);
+  detail::reference_kernel ref(t);
   double best = 0;
-  for (int rep = 0; rep < reps; ++rep) {
-    for (int body = 0; body < 3; ++body) {
-      if ((body == 1 && !sluice::use_avx2()) || (body == 2 && !sluice::use_avx512())) continue;
-      auto const t0 = std::chrono::steady_clock::now();
-      sluice::parallel_chunks(steps, 1024, [&](std::size_t sb, std::size_t se, int) {
-        std::uint64_t acc = 0;
-#if SLUICE_HAVE_AVX2_TARGET
-        if (body == 2)
-          acc = detail::reference_avx512(r, sb, se);
-        else if (body == 1)
-          acc = detail::reference_avx2(r, sb, se);
-        else
-#endif
-          acc = detail::reference_words(r, sb, se);
-        benchmark::DoNotOptimize(acc);
-      });
-      for (auto& s : r.update) benchmark::DoNotOptimize(s.data.data());
-      for (auto& s : r.write) benchmark::DoNotOptimize(s.data.data());
-      benchmark::ClobberMemory();
-      double const secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      best = std::max(best, moved * static_cast<double>(steps) / secs);
-    }
-  }
+  for (int rep = 0; rep < reps; ++rep)
+    for (int body = 0; body < 3; ++body)
+      if (detail::reference_kernel::has_body(body)) best = std::max(best, ref.pass(body));
   return best;
 }
 
@@ -216,6 +270,11 @@ inline double measure_reference(traffic const& t, int reps = 5) {
 /// per element. Call after the timing loop. The reference is measured afresh at every call, right
 /// after the benchmark it normalises, so that both see the same machine load (on a shared machine a
 /// reference measured once per process drifts by 2x against later benchmarks).
+///
+/// Caveat: bw_frac here divides the kernel's MEAN rate over the timing loop by the reference's
+/// BEST of 5 repetitions x every body, measured seconds later. Both the statistic (best against
+/// mean) and the moment differ, which biases bw_frac low and lets it drift with the machine's
+/// bandwidth; run_interleaved measures both side by side with the same statistic.
 inline void report(benchmark::State& state, std::size_t elements, traffic const& t) {
   double const per_iter = t.bytes() * static_cast<double>(elements);
   auto const iters = static_cast<double>(state.iterations());
@@ -226,6 +285,61 @@ inline void report(benchmark::State& state, std::size_t elements, traffic const&
   // bw_frac = (per_iter * iterations / time) / ref, expressed as a rate counter over per_iter/ref.
   state.counters["bw_frac"] = benchmark::Counter(iters * per_iter / ref, benchmark::Counter::kIsRate);
   state.counters["threads"] = benchmark::Counter(static_cast<double>(sluice::max_threads()));
+}
+
+/// Times `step` (one kernel call over `elements` elements with traffic `t` per element) against
+/// the bandwidth reference side by side, for a benchmark registered with UseManualTime():
+///
+///   kernel iteration, reference pass, [companion], kernel iteration, reference pass, ...
+///
+/// Each benchmark iteration times one call of `step` (the iteration time given to Google
+/// Benchmark) and then one pass of the reference kernel (measure_reference's arrays and bodies,
+/// with the body that streamed fastest in three rounds before the loop), and then calls
+/// `companion` outside both timings (a benchmark may time a second kernel there, see
+/// bench_optim's sparse step). Counters, all from the same pairs:
+///   bw_frac               median kernel bytes/s / median reference bytes/s
+///   bw_frac_p10, _p90     10th / 90th percentile of the per-pair ratio (kernel i over pass i)
+///   bytes_per_second      t.bytes() * elements / median kernel time (not the mean)
+///   ref_bytes_per_second  median over the reference passes
+/// Unlike report() (mean kernel rate over the best of 15 reference passes measured afterwards),
+/// both sides use the same statistic and sample the machine's bandwidth in the same seconds,
+/// which on a host whose bandwidth drifts by a third within a minute is the only fair ratio.
+/// Kernels whose data fit in cache should use report(): the reference pass would evict them.
+/// Returns the medians of both sides.
+struct interleaved_medians {
+  double kernel_seconds = 0;              ///< median seconds of one kernel call
+  double reference_bytes_per_second = 0;  ///< median over the reference passes
+};
+
+template <class Step, class Companion = detail::no_companion>
+interleaved_medians run_interleaved(benchmark::State& state, std::size_t elements, traffic const& t, Step&& step,
+                                    Companion&& companion = {}) {
+  detail::reference_kernel ref(t);
+  int const body = detail::fastest_body(ref);
+  std::vector<double> kernel_s, ref_bps;
+  for (auto _ : state) {
+    auto const t0 = std::chrono::steady_clock::now();
+    step();
+    benchmark::ClobberMemory();
+    double const secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    state.SetIterationTime(secs);
+    kernel_s.push_back(secs);
+    ref_bps.push_back(ref.pass(body));
+    companion();
+  }
+  double const per_iter = t.bytes() * static_cast<double>(elements);
+  std::vector<double> pair(kernel_s.size());
+  for (std::size_t i = 0; i < pair.size(); ++i) pair[i] = per_iter / kernel_s[i] / ref_bps[i];
+  double const kernel_med = detail::median(kernel_s), ref_med = detail::median(ref_bps);
+  state.counters["bytes_per_second"] = benchmark::Counter(per_iter / kernel_med);
+  state.counters["items_per_second"] = benchmark::Counter(static_cast<double>(elements) / kernel_med);
+  state.counters["ref_bytes_per_second"] = benchmark::Counter(ref_med);
+  state.counters["bw_frac"] = benchmark::Counter(per_iter / kernel_med / ref_med);
+  state.counters["bw_frac_p10"] = benchmark::Counter(detail::quantile(pair, 0.1));
+  state.counters["bw_frac_p90"] = benchmark::Counter(detail::quantile(pair, 0.9));
+  state.counters["ref_body"] = benchmark::Counter(body);
+  state.counters["threads"] = benchmark::Counter(static_cast<double>(sluice::max_threads()));
+  return {kernel_med, ref_med};
 }
 
 }  // namespace sluice::bench
