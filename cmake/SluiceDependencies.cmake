@@ -65,4 +65,22 @@ macro(sluice_find_dependencies)
       set(SLUICE_HAVE_CUDA ON)
     endif()
   endif()
+
+  # NCCL: the CUDA Toolkit's own copy or a system package (libnccl-dev); SLUICE_ENABLE_NCCL=OFF skips
+  # it, =ON makes it required.
+  set(SLUICE_HAVE_NCCL OFF)
+  if(SLUICE_HAVE_CUDA AND (NOT DEFINED SLUICE_ENABLE_NCCL OR SLUICE_ENABLE_NCCL))
+    find_path(SLUICE_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+    find_library(SLUICE_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
+    if(SLUICE_NCCL_INCLUDE_DIR AND SLUICE_NCCL_LIBRARY)
+      set(SLUICE_HAVE_NCCL ON)
+      if(NOT TARGET sluice::nccl_library)
+        add_library(sluice::nccl_library UNKNOWN IMPORTED)
+        set_target_properties(sluice::nccl_library PROPERTIES IMPORTED_LOCATION "${SLUICE_NCCL_LIBRARY}"
+                              INTERFACE_INCLUDE_DIRECTORIES "${SLUICE_NCCL_INCLUDE_DIR}")
+      endif()
+    elseif(SLUICE_ENABLE_NCCL)
+      message(FATAL_ERROR "sluice: SLUICE_ENABLE_NCCL=ON but nccl.h / libnccl were not found")
+    endif()
+  endif()
 endmacro()
