@@ -71,8 +71,8 @@ echo "results: $out_dir/collective-*-{zmq,mpi}.json"
 python3 - "$out_dir" $rates <<'PY'
 import json, sys, os
 out, rates = sys.argv[1], sys.argv[2:]
-print("| link | engine | benchmark | time per call (ms) | wire bytes per rank | bound (ms) | fraction of bound |")
-print("|---|---|---|---|---|---|---|")
+print("| link | engine | benchmark | time per call (ms) | CPU user+sys (ms) | wire bytes per rank | bound (ms) | fraction of bound |")
+print("|---|---|---|---|---|---|---|---|")
 for rate in rates:
     for eng in ("zmq", "mpi"):
         f = os.path.join(out, f"collective-{rate}-{eng}.json")
@@ -85,5 +85,6 @@ for rate in rates:
             name = parts[0] + ("/" + parts[1] if parts[1].isdigit() else "")
             t = b["real_time"] * {"ms": 1, "us": 1e-3, "ns": 1e-6, "s": 1e3}[b["time_unit"]]
             bound = b.get("bound_s", 0) * 1e3
-            print(f"| {rate} | {eng} | {name} | {t:.0f} | {b.get('wire_bytes', 0) / 1e6:.2f} MB | {bound:.0f} | {b.get('frac_of_bound', 0):.2f} |")
+            cpu = f"{b.get('cpu_user_s', 0) * 1e3:.0f}+{b.get('cpu_sys_s', 0) * 1e3:.0f}"
+            print(f"| {rate} | {eng} | {name} | {t:.0f} | {cpu} | {b.get('wire_bytes', 0) / 1e6:.2f} MB | {bound:.0f} | {b.get('frac_of_bound', 0):.2f} |")
 PY

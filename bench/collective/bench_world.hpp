@@ -5,11 +5,13 @@
 #pragma once
 
 #include <benchmark/benchmark.h>
+#include <sys/resource.h>
 
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <sluice/transport/concepts.hpp>
@@ -71,12 +73,19 @@ inline std::vector<float> rank_gradient(int rank, std::size_t n) {
 
 /// Times `step` (one collective call) for the benchmark's fixed iterations, after one untimed call
 /// (workspaces sized, pages touched, connections warm: the steady state of a training loop), with a
-/// barrier before each outside the timing, and reports wire_bytes (what this rank sent per call), and with a known link
+/// barrier before each outside the timing, and reports wire_bytes (what this rank sent per call),
+/// cpu_user_s and cpu_sys_s (this process's CPU seconds per call, all threads), and with a known link
 /// rate bound_s = wire bytes / link rate and frac_of_bound = bound / measured time.
 template <class T, class Step>
 void run_net(benchmark::State& state, T& t, Step&& step) {
   using clock = std::chrono::steady_clock;
-  double total = 0;
+  auto cpu = [] {  // user and system seconds of this process (all its threads: engine I/O threads too)
+    rusage u{};
+    ::getrusage(RUSAGE_SELF, &u);
+    auto secs = [](timeval v) { return static_cast<double>(v.tv_sec) + 1e-6 * static_cast<double>(v.tv_usec); };
+    return std::pair{secs(u.ru_utime), secs(u.ru_stime)};
+  };
+  double total = 0, user = 0, sys = 0;
   std::size_t wire = 0;
   t.barrier(deadline::after(std::chrono::seconds(120)));
   (void)step();
@@ -84,15 +93,22 @@ void run_net(benchmark::State& state, T& t, Step&& step) {
     state.PauseTiming();
     t.barrier(deadline::after(std::chrono::seconds(120)));
     state.ResumeTiming();
+    auto const c0 = cpu();
     auto const t0 = clock::now();
     wire = step();
     double const s = std::chrono::duration<double>(clock::now() - t0).count();
+    auto const c1 = cpu();
+    user += c1.first - c0.first;
+    sys += c1.second - c0.second;
     state.SetIterationTime(s);
     total += s;
   }
   auto const iters = static_cast<double>(state.iterations());
   state.counters["ranks"] = t.size();
   state.counters["wire_bytes"] = static_cast<double>(wire);
+  // CPU seconds per call of this rank (user, system): on shared cores they bound the wall time.
+  state.counters["cpu_user_s"] = user / iters;
+  state.counters["cpu_sys_s"] = sys / iters;
   state.SetBytesProcessed(static_cast<std::int64_t>(iters * static_cast<double>(wire)));
   if (double const bps = link_bps(); bps > 0) {
     double const bound = static_cast<double>(wire) * 8.0 / bps;
