@@ -327,7 +327,7 @@ TEST_CASE("the fused AVX2 Adam loops equal the portable tile passes bit for bit"
 }
 
 #if SLUICE_HAVE_AVX512_TARGET
-TEST_CASE("the AVX-512 SGD loops equal the portable loops bit for bit") {
+TEST_CASE("the AVX-512 SGD loops (per tile and over a range) equal the portable loops bit for bit") {
   if (!sluice::use_avx512()) return;
   using detail::optim::sgd_kernel;
   std::size_t const n = 1003;  // a masked tail of 11
@@ -345,17 +345,21 @@ TEST_CASE("the AVX-512 SGD loops equal the portable loops bit for bit") {
           CAPTURE(step);
           sgd_kernel const k(1e-2, momentum, 0.1, wd, nesterov, step);
           auto p1 = random_floats(n, 61), b1 = random_floats(n, 62, 1e-2f);
-          auto p2 = p1, b2 = b1;
+          auto p2 = p1, b2 = b1, p3 = p1, b3 = b1;
+          float* m[1] = {b2.data()};
+          k.core(p2.data(), g.data(), m, nullptr, n);  // the AVX-512 body
+          float* m3[1] = {b3.data()};
+          k.core_range(p3.data(), g.data(), m3, n);  // its tile loop: three tiles and a masked tail
           if (momentum == 0)
             wd != 0 ? k.plain<true>(p1.data(), g.data(), n) : k.plain<false>(p1.data(), g.data(), n);
           else
             wd != 0 ? k.momentum_dispatch<true>(p1.data(), g.data(), b1.data(), n)
                     : k.momentum_dispatch<false>(p1.data(), g.data(), b1.data(), n);
-          float* m[1] = {b2.data()};
-          k.core(p2.data(), g.data(), m, nullptr, n);  // the AVX-512 body
           for (std::size_t i = 0; i < n; ++i) {
             REQUIRE(std::bit_cast<std::uint32_t>(p1[i]) == std::bit_cast<std::uint32_t>(p2[i]));
             REQUIRE(std::bit_cast<std::uint32_t>(b1[i]) == std::bit_cast<std::uint32_t>(b2[i]));
+            REQUIRE(std::bit_cast<std::uint32_t>(p1[i]) == std::bit_cast<std::uint32_t>(p3[i]));
+            REQUIRE(std::bit_cast<std::uint32_t>(b1[i]) == std::bit_cast<std::uint32_t>(b3[i]));
           }
         }
 }

@@ -570,6 +570,17 @@ void run_contiguous(K const& k, tensor_refs const& r, float const* g, Sh* shadow
     }
   }
 #endif
+  if constexpr (!Bf16 && std::is_same_v<Sh, no_shadow> &&
+                requires(K const& kk, float* f, float const* cf, float* const* mm, std::size_t z) {
+                  kk.core_range(f, cf, mm, z);
+                }) {
+    // fp32 steps without catch-up or shadow: the kernel's own tile loop over the whole range.
+    if (r.last == nullptr && g != nullptr) {
+      float* m[2] = {r.mf[0] == nullptr ? nullptr : r.mf[0] + base, r.mf[1] == nullptr ? nullptr : r.mf[1] + base};
+      k.core_range(r.params + base, g, m, len);
+      return;
+    }
+  }
   for (std::size_t o = 0; o < len; o += tile) {
     std::size_t const b = base + o, n = std::min(tile, len - o);
     float* p = r.params + b;
