@@ -231,18 +231,16 @@ inline double quantile(std::vector<double> v, double q) {
   return v[k];
 }
 
-/// The body of the reference that streams fastest here: three rounds of every body the CPU has,
-/// one after the other, and the best median. On Zen 5 the baseline's 16-byte words stop short of
-/// the memory limit where 32- and 64-byte vectors do not (measure_reference).
-inline int fastest_body(reference_kernel& ref) {
-  std::vector<double> rates[3];
-  for (int round = 0; round < 3; ++round)
-    for (int body = 0; body < 3; ++body)
-      if (reference_kernel::has_body(body)) rates[body].push_back(ref.pass(body));
-  int best = 0;
+/// One reference sample of run_interleaved: the best bytes/s of one pass of each vector body the
+/// CPU has (AVX2, AVX-512), or of the baseline words where it has none. On Zen 5 the baseline's
+/// 16-byte words stop short of the memory limit (measure_reference), and which of AVX2 and
+/// AVX-512 streams faster changes from minute to minute: with one body chosen by three rounds
+/// before the loop (tried first), 7 of 45 repetitions of the optim benchmarks gave bw_frac 1.2-1.6.
+inline double reference_sample(reference_kernel& ref) {
+  double best = 0;
   for (int body = 1; body < 3; ++body)
-    if (!rates[body].empty() && median(rates[body]) > median(rates[best])) best = body;
-  return best;
+    if (reference_kernel::has_body(body)) best = std::max(best, ref.pass(body));
+  return best > 0 ? best : ref.pass(0);
 }
 
 struct no_companion {
@@ -290,17 +288,17 @@ inline void report(benchmark::State& state, std::size_t elements, traffic const&
 /// Times `step` (one kernel call over `elements` elements with traffic `t` per element) against
 /// the bandwidth reference side by side, for a benchmark registered with UseManualTime():
 ///
-///   kernel iteration, reference pass, [companion], kernel iteration, reference pass, ...
+///   kernel iteration, reference sample, [companion], kernel iteration, reference sample, ...
 ///
 /// Each benchmark iteration times one call of `step` (the iteration time given to Google
-/// Benchmark) and then one pass of the reference kernel (measure_reference's arrays and bodies,
-/// with the body that streamed fastest in three rounds before the loop), and then calls
-/// `companion` outside both timings (a benchmark may time a second kernel there, see
-/// bench_optim's sparse step). Counters, all from the same pairs:
+/// Benchmark), then takes one reference sample (measure_reference's arrays; one pass of each
+/// vector body, the best kept: detail::reference_sample), and then calls `companion` outside
+/// both timings (a benchmark may time a second kernel there: bench_optim's sparse steps).
+/// Counters, all from the same pairs:
 ///   bw_frac               median kernel bytes/s / median reference bytes/s
-///   bw_frac_p10, _p90     10th / 90th percentile of the per-pair ratio (kernel i over pass i)
+///   bw_frac_p10, _p90     10th / 90th percentile of the per-pair ratio (kernel i over sample i)
 ///   bytes_per_second      t.bytes() * elements / median kernel time (not the mean)
-///   ref_bytes_per_second  median over the reference passes
+///   ref_bytes_per_second  median over the reference samples
 /// Unlike report() (mean kernel rate over the best of 15 reference passes measured afterwards),
 /// both sides use the same statistic and sample the machine's bandwidth in the same seconds,
 /// which on a host whose bandwidth drifts by a third within a minute is the only fair ratio.
@@ -308,14 +306,14 @@ inline void report(benchmark::State& state, std::size_t elements, traffic const&
 /// Returns the medians of both sides.
 struct interleaved_medians {
   double kernel_seconds = 0;              ///< median seconds of one kernel call
-  double reference_bytes_per_second = 0;  ///< median over the reference passes
+  double reference_bytes_per_second = 0;  ///< median over the reference samples
 };
 
 template <class Step, class Companion = detail::no_companion>
 interleaved_medians run_interleaved(benchmark::State& state, std::size_t elements, traffic const& t, Step&& step,
                                     Companion&& companion = {}) {
   detail::reference_kernel ref(t);
-  int const body = detail::fastest_body(ref);
+  detail::reference_sample(ref);  // first touch of the reference's code paths, untimed
   std::vector<double> kernel_s, ref_bps;
   for (auto _ : state) {
     auto const t0 = std::chrono::steady_clock::now();
@@ -324,7 +322,7 @@ interleaved_medians run_interleaved(benchmark::State& state, std::size_t element
     double const secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     state.SetIterationTime(secs);
     kernel_s.push_back(secs);
-    ref_bps.push_back(ref.pass(body));
+    ref_bps.push_back(detail::reference_sample(ref));
     companion();
   }
   double const per_iter = t.bytes() * static_cast<double>(elements);
@@ -337,7 +335,6 @@ interleaved_medians run_interleaved(benchmark::State& state, std::size_t element
   state.counters["bw_frac"] = benchmark::Counter(per_iter / kernel_med / ref_med);
   state.counters["bw_frac_p10"] = benchmark::Counter(detail::quantile(pair, 0.1));
   state.counters["bw_frac_p90"] = benchmark::Counter(detail::quantile(pair, 0.9));
-  state.counters["ref_body"] = benchmark::Counter(body);
   state.counters["threads"] = benchmark::Counter(static_cast<double>(sluice::max_threads()));
   return {kernel_med, ref_med};
 }
