@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <mutex>
 #include <span>
 #include <string_view>
@@ -124,20 +125,29 @@ class nccl_transport {
     ncclUniqueId id{};
     if (r == 0) {
       std::vector<std::byte> msg;
+      std::exception_ptr failed;
       if (dev_err == cudaSuccess) {
-        detail::nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId", r);
-        msg.resize(sizeof id);
-        std::memcpy(msg.data(), &id, sizeof id);
+        try {
+          detail::nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId", r);
+          msg.resize(sizeof id);
+          std::memcpy(msg.data(), &id, sizeof id);
+        } catch (...) {
+          failed = std::current_exception();
+        }
       }
       // An empty message tells the others that rank 0 cannot take part.
       std::vector<request> sends;
       for (int p = 1; p < n; ++p) sends.push_back(host.send(p, nccl_control_tag, msg));
       for (auto& s : sends) s.wait(d);
+      if (failed) std::rethrow_exception(failed);
       detail::cuda_check(dev_err, "selecting a CUDA device", r);
     } else {
       std::vector<std::byte> buf;
       auto const msg = host.recv(0, nccl_control_tag, buf, d);
-      require(!msg.empty(), errc::unsupported, "nccl_transport: rank {}: rank 0 has no usable CUDA device", r);
+      require(!msg.empty(), errc::unsupported,
+              "nccl_transport: rank {}: rank 0 could not make the communicator (no usable CUDA device, or NCCL "
+              "failed there)",
+              r);
       require(msg.size() == sizeof id, errc::malformed_message,
               "nccl_transport: rank {}: communicator id of {} bytes from rank 0 (expected {})", r, msg.size(),
               sizeof id);
@@ -146,8 +156,8 @@ class nccl_transport {
     }
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
-    detail::nccl_check(ncclCommInitRankConfig(&comm_, n, id, r, &config), "ncclCommInitRankConfig", r);
     try {
+      detail::nccl_check(ncclCommInitRankConfig(&comm_, n, id, r, &config), "ncclCommInitRankConfig", r);
       wait_comm(d, "communicator initialisation");
       init_stream();
     } catch (...) {
