@@ -235,7 +235,7 @@ inline double quantile(std::vector<double> v, double q) {
 /// CPU has (AVX2, AVX-512), or of the baseline words where it has none. On Zen 5 the baseline's
 /// 16-byte words stop short of the memory limit (measure_reference), and which of AVX2 and
 /// AVX-512 streams faster changes from minute to minute: with one body chosen by three rounds
-/// before the loop (tried first), 7 of 45 repetitions of the optim benchmarks gave bw_frac 1.2-1.6.
+/// before the loop (tried first), 6 of 45 repetitions of the optim benchmarks gave bw_frac 1.2-1.6.
 inline double reference_sample(reference_kernel& ref) {
   double best = 0;
   for (int body = 1; body < 3; ++body)
