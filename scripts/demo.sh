@@ -6,8 +6,10 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$SLUICE_ROOT"
 sluice_install build core engines test
-cmake --preset release -DSLUICE_BUILD_TESTS=OFF -DSLUICE_BUILD_BENCH=OFF >/dev/null
-cmake --build --preset release -j "$(sluice_jobs)" --target compress_gradient data_parallel_step
-./build/release/examples/compress_gradient "$@"
+# Its own build directory: the release preset's cache (tests, benchmarks) stays as scripts/test.sh
+# and the benchmarks configure it.
+cmake --preset release -B build/demo -DSLUICE_BUILD_TESTS=OFF -DSLUICE_BUILD_BENCH=OFF >/dev/null
+cmake --build build/demo -j "$(sluice_jobs)" --target compress_gradient data_parallel_step
+./build/demo/examples/compress_gradient "$@"
 echo
-./build/release/examples/data_parallel_step
+./build/demo/examples/data_parallel_step
