@@ -76,7 +76,16 @@ void dense(benchmark::State& state, O const& o, sluice::bench::traffic t) {
   auto const g = random_gradient(n);
   sluice::optimizer_state<O> s(o, n);
   o.step(s, p.span(), g.span());  // first touch of the state, outside the timing
-  sluice::bench::run_interleaved(state, n, t, [&] { o.step(s, p.span(), g.span()); });
+  // The reference streams over these very arrays: p and the moments updated, g read.
+  using access = sluice::detail::optim::state_access;
+  sluice::bench::kernel_arrays a{.elements = n, .read = {{g.data.get(), 4}}, .update = {{p.data.get(), 4}}};
+  for (std::size_t k = 0; k < s.layout().moments; ++k) {
+    if (s.layout().moment_type == sluice::element_type::f32)
+      a.update.push_back({access::f32(s, k), 4});
+    else
+      a.update.push_back({access::bf16(s, k), 2});
+  }
+  sluice::bench::run_interleaved(state, a, t, [&] { o.step(s, p.span(), g.span()); });
 }
 
 // Adam fp32: reads p, g, m, v (16 B), writes p, m, v (12 B) per element.

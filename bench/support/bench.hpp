@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -40,14 +41,36 @@ struct traffic {
 /// 4-byte streams).
 inline constexpr std::size_t reference_elements = std::size_t{1} << 25;
 
+/// One array of a kernel under test: its first byte and its bytes per element.
+struct array_ref {
+  void* data = nullptr;
+  double bytes_per_element = 4;
+};
+
+/// The arrays a kernel over `elements` elements reads (only), updates in place and writes (only):
+/// given to run_interleaved, the reference streams over these very arrays instead of its own.
+struct kernel_arrays {
+  std::size_t elements = 0;
+  std::vector<array_ref> read{}, update{}, write{};
+};
+
 namespace detail {
 
 /// Elements every stream of the reference kernel advances by at a time.
 inline constexpr std::size_t step_elements = 512;
+/// Chunks a step is cut into by the line-at-a-time bodies (64 elements each).
+inline constexpr std::size_t line_chunks = 8;
+/// Reference bodies: 0 baseline words; 1, 2 AVX2 / AVX-512 vectors a step at a time; 3, 4 AVX2 /
+/// AVX-512 vectors a line at a time.
+inline constexpr int reference_bodies = 5;
+/// Streams of each kind (read, update, write) the reference takes at most.
+inline constexpr std::size_t max_streams = 16;
 
-/// One array of the reference kernel: `words` 64-bit words advanced per step of step_elements.
+/// One array of the reference kernel: `words` 64-bit words advanced per step of step_elements,
+/// from `base`: the reference's own array (`owned`) or one of the kernel's (not owned).
 struct reference_stream {
-  std::vector<std::uint64_t, sluice::line_allocator<std::uint64_t>> data;
+  std::vector<std::uint64_t, sluice::line_allocator<std::uint64_t>> owned;
+  std::uint64_t* base = nullptr;
   std::size_t words = 0;
 };
 
@@ -67,10 +90,11 @@ inline std::vector<double> split_streams(double bytes) {
 inline std::vector<reference_stream> make_streams(std::vector<double> const& widths, std::size_t steps) {
   std::vector<reference_stream> v;
   for (double b : widths)
-    v.push_back({{}, std::max<std::size_t>(static_cast<std::size_t>(b * step_elements / 8 + 0.5), 1)});
+    v.push_back({{}, nullptr, std::max<std::size_t>(static_cast<std::size_t>(b * step_elements / 8 + 0.5), 1)});
   for (auto& s : v) {
-    s.data.resize(s.words * steps);
-    auto& w = s.data;
+    s.owned.resize(s.words * steps);
+    s.base = s.owned.data();
+    auto& w = s.owned;
     sluice::parallel_chunks(w.size(), 1 << 16, [&](std::size_t lo, std::size_t hi, int) {
       for (std::size_t i = lo; i < hi; ++i) w[i] = i * 0x9E3779B97F4A7C15ull;
     });
@@ -83,29 +107,38 @@ struct reference_streams {
   std::vector<reference_stream> read, update, write;
 };
 
+/// A zero the compiler cannot see through: update streams add it (so a pass over the kernel's own
+/// arrays leaves their values unchanged, yet every line is read and written back) and write
+/// streams store it.
+inline std::uint64_t opaque_zero() noexcept {
+  std::uint64_t z = 0;
+  __asm__ volatile("" : "+r"(z));
+  return z;
+}
+
 /// Steps [sb, se) of the reference in 64-bit scalar words, as compiled for the baseline (the
 /// compiler vectorizes it with the baseline's vectors, SSE2 on x86-64).
 inline std::uint64_t reference_words(reference_streams& r, std::size_t sb, std::size_t se) noexcept {
   std::uint64_t acc = sb;
+  std::uint64_t const zero = opaque_zero();
   for (std::size_t st = sb; st < se; ++st) {
-    // Stores use the previous step's sum, so they never wait for this step's loads (as in a
-    // real element-wise kernel, where each store depends only on its own element).
-    std::uint64_t const prev = acc;
     for (auto& s : r.read) {
-      std::uint64_t const* SLUICE_RESTRICT w = s.data.data() + st * s.words;
+      std::uint64_t const* SLUICE_RESTRICT w = s.base + st * s.words;
       std::uint64_t a[4] = {0, 0, 0, 0};  // independent sums: the adds never limit the loads
       std::size_t i = 0;
       for (; i + 4 <= s.words; i += 4) a[0] += w[i], a[1] += w[i + 1], a[2] += w[i + 2], a[3] += w[i + 3];
       for (; i < s.words; ++i) a[0] += w[i];
       acc += a[0] + a[1] + a[2] + a[3];
     }
+    // Stores never wait for this step's loads (as in a real element-wise kernel, where each store
+    // depends only on its own element).
     for (auto& s : r.update) {
-      std::uint64_t* SLUICE_RESTRICT w = s.data.data() + st * s.words;
-      for (std::size_t i = 0; i < s.words; ++i) w[i] += prev;
+      std::uint64_t* SLUICE_RESTRICT w = s.base + st * s.words;
+      for (std::size_t i = 0; i < s.words; ++i) w[i] += zero;
     }
     for (auto& s : r.write) {
-      std::uint64_t* SLUICE_RESTRICT w = s.data.data() + st * s.words;
-      for (std::size_t i = 0; i < s.words; ++i) w[i] = prev + i;
+      std::uint64_t* SLUICE_RESTRICT w = s.base + st * s.words;
+      for (std::size_t i = 0; i < s.words; ++i) w[i] = zero;
     }
   }
   return acc;
@@ -115,57 +148,174 @@ inline std::uint64_t reference_words(reference_streams& r, std::size_t sb, std::
 // The same loop with 256-bit and 512-bit loads and stores. On AMD Zen 5 (2 threads, 2 cores) the
 // baseline's 16-byte accesses stopped short of the memory limit: update streams (4 B read + 12 B
 // updated per element) streamed at 85-113 GB/s in SSE2 words against 110-140 GB/s with 32- or
-// 64-byte vectors, which kernels with AVX2 bodies reached.
-#define SLUICE_BENCH_REFERENCE_BODY(V, W, load, store, add, set1, zero)                           \
-  std::uint64_t acc = sb;                                                                         \
-  for (std::size_t st = sb; st < se; ++st) {                                                      \
-    std::uint64_t const prev = acc;                                                               \
-    V const pv = set1(static_cast<long long>(prev));                                              \
-    for (auto& s : r.read) {                                                                      \
-      std::uint64_t const* w = s.data.data() + st * s.words;                                      \
-      V a0 = zero(), a1 = zero();                                                                 \
-      std::size_t i = 0;                                                                          \
-      for (; i + 2 * (W) <= s.words; i += 2 * (W))                                                \
-        a0 = add(a0, load(reinterpret_cast<V const*>(w + i))),                                    \
-        a1 = add(a1, load(reinterpret_cast<V const*>(w + i + (W))));                              \
-      for (; i + (W) <= s.words; i += (W)) a0 = add(a0, load(reinterpret_cast<V const*>(w + i))); \
-      for (; i < s.words; ++i) acc += w[i];                                                       \
-      V const sum = add(a0, a1);                                                                  \
-      __asm__ volatile("" : : "v"(sum)); /* every lane used: no load is narrowed or dropped */    \
-    }                                                                                             \
-    for (auto& s : r.update) {                                                                    \
-      std::uint64_t* w = s.data.data() + st * s.words;                                            \
-      std::size_t i = 0;                                                                          \
-      for (; i + (W) <= s.words; i += (W))                                                        \
-        store(reinterpret_cast<V*>(w + i), add(load(reinterpret_cast<V const*>(w + i)), pv));     \
-      for (; i < s.words; ++i) w[i] += prev;                                                      \
-    }                                                                                             \
-    for (auto& s : r.write) {                                                                     \
-      std::uint64_t* w = s.data.data() + st * s.words;                                            \
-      std::size_t i = 0;                                                                          \
-      for (; i + (W) <= s.words; i += (W)) store(reinterpret_cast<V*>(w + i), pv);                \
-      for (; i < s.words; ++i) w[i] = prev + i;                                                   \
-    }                                                                                             \
+// 64-byte vectors, which kernels with AVX2 bodies reached. Each stream advances a whole step (2 KiB
+// of a 4-byte stream) before the next one moves.
+#define SLUICE_BENCH_REFERENCE_BODY(V, W, load, store, add, set1, zero)                         \
+  std::uint64_t acc = sb;                                                                       \
+  std::uint64_t const z = opaque_zero();                                                        \
+  V const zv = set1(static_cast<long long>(z));                                                 \
+  for (std::size_t st = sb; st < se; ++st) {                                                    \
+    for (auto& s : r.read) {                                                                    \
+      std::uint64_t const* w = s.base + st * s.words;                                           \
+      std::size_t const n = s.words;                                                            \
+      V a0 = zero(), a1 = zero();                                                               \
+      std::size_t i = 0;                                                                        \
+      for (; i + 2 * (W) <= n; i += 2 * (W))                                                    \
+        a0 = add(a0, load(reinterpret_cast<V const*>(w + i))),                                  \
+        a1 = add(a1, load(reinterpret_cast<V const*>(w + i + (W))));                            \
+      for (; i + (W) <= n; i += (W)) a0 = add(a0, load(reinterpret_cast<V const*>(w + i)));     \
+      for (; i < n; ++i) acc += w[i];                                                           \
+      V const sum = add(a0, a1);                                                                \
+      __asm__ volatile("" : : "v"(sum)); /* every lane used: no load is narrowed or dropped */  \
+    }                                                                                           \
+    for (auto& s : r.update) {                                                                  \
+      std::uint64_t* w = s.base + st * s.words;                                                 \
+      std::size_t const n = s.words;                                                            \
+      std::size_t i = 0;                                                                        \
+      for (; i + (W) <= n; i += (W))                                                            \
+        store(reinterpret_cast<V*>(w + i), add(load(reinterpret_cast<V const*>(w + i)), zv));   \
+      for (; i < n; ++i) w[i] += z;                                                             \
+    }                                                                                           \
+    for (auto& s : r.write) {                                                                   \
+      std::uint64_t* w = s.base + st * s.words;                                                 \
+      std::size_t const n = s.words;                                                            \
+      std::size_t i = 0;                                                                        \
+      for (; i + (W) <= n; i += (W)) store(reinterpret_cast<V*>(w + i), zv);                    \
+      for (; i < n; ++i) w[i] = z;                                                              \
+    }                                                                                           \
   }
 
 SLUICE_TARGET_AVX2 inline std::uint64_t reference_avx2(reference_streams& r, std::size_t sb, std::size_t se) noexcept {
-  SLUICE_BENCH_REFERENCE_BODY(__m256i, 4, _mm256_loadu_si256, _mm256_storeu_si256, _mm256_add_epi64, _mm256_set1_epi64x,
-                              _mm256_setzero_si256)
+  SLUICE_BENCH_REFERENCE_BODY(__m256i, 4, _mm256_loadu_si256, _mm256_storeu_si256, _mm256_add_epi64,
+                              _mm256_set1_epi64x, _mm256_setzero_si256)
   return acc;
 }
 
 SLUICE_TARGET_AVX512 inline std::uint64_t reference_avx512(reference_streams& r, std::size_t sb,
                                                            std::size_t se) noexcept {
-  SLUICE_BENCH_REFERENCE_BODY(__m512i, 8, _mm512_loadu_si512, _mm512_storeu_si512, _mm512_add_epi64, _mm512_set1_epi64,
-                              _mm512_setzero_si512)
+  SLUICE_BENCH_REFERENCE_BODY(__m512i, 8, _mm512_loadu_si512, _mm512_storeu_si512, _mm512_add_epi64,
+                              _mm512_set1_epi64, _mm512_setzero_si512)
   return acc;
 }
 #undef SLUICE_BENCH_REFERENCE_BODY
+
+// Line-at-a-time bodies: each step of 512 elements is cut into line_chunks = 8 chunks of 64
+// elements (4 lines of a 4-byte stream, 2 of a 2-byte one), and every stream advances one chunk
+// before the next chunk starts, close to the order in which an element-wise kernel touches its
+// streams. Measured on this host (a standalone loop over Adam's seven streams, 2^26 elements, 2
+// threads, in minutes when the bandwidth sagged): a line per stream at a time kept 60-94 GB/s
+// where 2 KiB per stream at a time fell to 42-67 GB/s. Here, generic over the streams, 64-byte
+// chunks ran at a third of that (the loop over streams per line costs more than the line), 256-byte
+// chunks at or near the kernels' rate. Words of a stream that do not divide into the chunks
+// (streams under 1 byte per element) move at the end of the step.
+#define SLUICE_BENCH_REFERENCE_LINES(LOAD8, ADD8, STORE8, LOAD4, ADD4, STORE4, Z8, Z4, SINK8, SINK4) \
+  constexpr std::size_t chunks = line_chunks, most = max_streams;                                     \
+  std::uint64_t acc = sb;                                                                            \
+  std::uint64_t const z = opaque_zero();                                                             \
+  /* The streams' bases and chunk words in locals, which the stores below cannot alias. */          \
+  std::uint64_t* base[3][most];                                                                      \
+  std::size_t words[3][most], cw[3][most], count[3] = {0, 0, 0};                                     \
+  {                                                                                                  \
+    int role = 0;                                                                                    \
+    for (auto* v : {&r.read, &r.update, &r.write}) {                                                 \
+      for (auto const& s : *v)                                                                       \
+        if (count[role] < most) {                                                                    \
+          base[role][count[role]] = s.base, words[role][count[role]] = s.words;                      \
+          cw[role][count[role]++] = s.words / chunks;                                                \
+        }                                                                                            \
+      ++role;                                                                                        \
+    }                                                                                                \
+  }                                                                                                  \
+  for (std::size_t st = sb; st < se; ++st) {                                                         \
+    for (std::size_t c = 0; c < chunks; ++c) {                                                       \
+      for (std::size_t k = 0; k < count[0]; ++k) {                                                   \
+        std::uint64_t const* w = base[0][k] + st * words[0][k] + c * cw[0][k];                       \
+        std::size_t i = 0;                                                                           \
+        for (; i + 8 <= cw[0][k]; i += 8) SINK8(LOAD8(w + i));                                       \
+        if (i + 4 <= cw[0][k]) SINK4(LOAD4(w + i)), i += 4;                                          \
+        for (; i < cw[0][k]; ++i) acc += w[i];                                                       \
+      }                                                                                              \
+      for (std::size_t k = 0; k < count[1]; ++k) {                                                   \
+        std::uint64_t* w = base[1][k] + st * words[1][k] + c * cw[1][k];                             \
+        std::size_t i = 0;                                                                           \
+        for (; i + 8 <= cw[1][k]; i += 8) STORE8(w + i, ADD8(LOAD8(w + i), Z8));                     \
+        if (i + 4 <= cw[1][k]) STORE4(w + i, ADD4(LOAD4(w + i), Z4)), i += 4;                        \
+        for (; i < cw[1][k]; ++i) w[i] += z;                                                         \
+      }                                                                                              \
+      for (std::size_t k = 0; k < count[2]; ++k) {                                                   \
+        std::uint64_t* w = base[2][k] + st * words[2][k] + c * cw[2][k];                             \
+        std::size_t i = 0;                                                                           \
+        for (; i + 8 <= cw[2][k]; i += 8) STORE8(w + i, Z8);                                         \
+        if (i + 4 <= cw[2][k]) STORE4(w + i, Z4), i += 4;                                            \
+        for (; i < cw[2][k]; ++i) w[i] = z;                                                          \
+      }                                                                                              \
+    }                                                                                                \
+    for (int role = 0; role < 3; ++role)                                                             \
+      for (std::size_t k = 0; k < count[role]; ++k)                                                  \
+        for (std::size_t i = cw[role][k] * chunks; i < words[role][k]; ++i) {                        \
+          std::uint64_t& x = base[role][k][st * words[role][k] + i];                                 \
+          if (role == 0)                                                                             \
+            acc += x;                                                                                \
+          else                                                                                       \
+            x = role == 1 ? x + z : z;                                                               \
+        }                                                                                            \
+  }
+
+// Eight words: two 256-bit halves (AVX2) or one 512-bit vector (AVX-512); four words: one 256-bit.
+struct ymm_pair {
+  __m256i lo, hi;
+};
+SLUICE_TARGET_AVX2 inline ymm_pair load8_avx2(std::uint64_t const* w) noexcept {
+  return {_mm256_loadu_si256(reinterpret_cast<__m256i const*>(w)),
+          _mm256_loadu_si256(reinterpret_cast<__m256i const*>(w + 4))};
+}
+SLUICE_TARGET_AVX2 inline ymm_pair add8_avx2(ymm_pair a, ymm_pair b) noexcept {
+  return {_mm256_add_epi64(a.lo, b.lo), _mm256_add_epi64(a.hi, b.hi)};
+}
+SLUICE_TARGET_AVX2 inline void store8_avx2(std::uint64_t* w, ymm_pair v) noexcept {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(w), v.lo);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(w + 4), v.hi);
+}
+SLUICE_TARGET_AVX2 inline __m256i load4(std::uint64_t const* w) noexcept {
+  return _mm256_loadu_si256(reinterpret_cast<__m256i const*>(w));
+}
+SLUICE_TARGET_AVX2 inline void store4(std::uint64_t* w, __m256i v) noexcept {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(w), v);
+}
+
+SLUICE_TARGET_AVX2 inline std::uint64_t reference_lines_avx2(reference_streams& r, std::size_t sb,
+                                                             std::size_t se) noexcept {
+  auto const z4 = _mm256_set1_epi64x(static_cast<long long>(opaque_zero()));
+  ymm_pair const z8{z4, z4};
+  auto sink8 = [](ymm_pair v) SLUICE_TARGET_AVX2 { __asm__ volatile("" : : "v"(v.lo), "v"(v.hi)); };
+  auto sink4 = [](__m256i v) SLUICE_TARGET_AVX2 { __asm__ volatile("" : : "v"(v)); };
+  SLUICE_BENCH_REFERENCE_LINES(load8_avx2, add8_avx2, store8_avx2, load4, _mm256_add_epi64, store4, z8, z4, sink8,
+                               sink4)
+  return acc;
+}
+
+SLUICE_TARGET_AVX512 inline __m512i load8_avx512(std::uint64_t const* w) noexcept { return _mm512_loadu_si512(w); }
+SLUICE_TARGET_AVX512 inline void store8_avx512(std::uint64_t* w, __m512i v) noexcept { _mm512_storeu_si512(w, v); }
+
+SLUICE_TARGET_AVX512 inline std::uint64_t reference_lines_avx512(reference_streams& r, std::size_t sb,
+                                                                 std::size_t se) noexcept {
+  auto const z4 = _mm256_set1_epi64x(static_cast<long long>(opaque_zero()));
+  auto const z8 = _mm512_set1_epi64(static_cast<long long>(opaque_zero()));
+  auto sink8 = [](__m512i v) SLUICE_TARGET_AVX512 { __asm__ volatile("" : : "v"(v)); };
+  auto sink4 = [](__m256i v) SLUICE_TARGET_AVX512 { __asm__ volatile("" : : "v"(v)); };
+  SLUICE_BENCH_REFERENCE_LINES(load8_avx512, _mm512_add_epi64, store8_avx512, load4, _mm256_add_epi64, store4, z8, z4,
+                               sink8, sink4)
+  return acc;
+}
+#undef SLUICE_BENCH_REFERENCE_LINES
 #endif
 
-/// The reference kernel's arrays for traffic `t`, allocated and touched once (line_allocator:
-/// huge pages), and one timed pass over them with a chosen body: 0 = baseline words, 1 = AVX2,
-/// 2 = AVX-512 vectors.
+/// The reference kernel: its arrays, and one timed pass over them with a chosen body (0 = baseline
+/// words; 1 = AVX2, 2 = AVX-512 vectors advancing each stream a step at a time; 3, 4 the same a
+/// line at a time). The arrays are either its own for traffic `t` (allocated and touched
+/// once; line_allocator: huge pages) or the kernel's own arrays (kernel_arrays): then the
+/// reference reads and writes exactly the memory the kernel does, and update streams keep their
+/// values (they add an opaque zero).
 class reference_kernel {
  public:
   explicit reference_kernel(traffic const& t) {
@@ -176,15 +326,35 @@ class reference_kernel {
     r_ = {make_streams(split_streams(t.read), steps_),
           make_streams(t.update_streams.empty() ? split_streams(t.update) : t.update_streams, steps_),
           make_streams(split_streams(t.write), steps_)};
-    for (auto const& s : r_.read) moved_ += 8.0 * static_cast<double>(s.words);
-    for (auto const& s : r_.update) moved_ += 16.0 * static_cast<double>(s.words);
-    for (auto const& s : r_.write) moved_ += 8.0 * static_cast<double>(s.words);
-    moved_ *= static_cast<double>(steps_);
+    count_moved();
+  }
+
+  /// A reference over the kernel's own arrays; their widths must add up to `t`'s bytes per element.
+  reference_kernel(kernel_arrays const& a, traffic const& t) : steps_(a.elements / step_elements) {
+    if (steps_ == 0) throw std::invalid_argument("bench::kernel_arrays: fewer elements than one reference step");
+    auto wrap = [](std::vector<array_ref> const& v, double want, char const* what) {
+      std::vector<reference_stream> out;
+      double sum = 0;
+      for (auto const& x : v) {
+        sum += x.bytes_per_element;
+        double const words = x.bytes_per_element * step_elements / 8;
+        if (x.data == nullptr || words < 1 || std::abs(words - std::round(words)) > 1e-9 ||
+            reinterpret_cast<std::uintptr_t>(x.data) % 8 != 0)
+          throw std::invalid_argument(std::string("bench::kernel_arrays: bad ") + what + " array");
+        out.push_back({{}, static_cast<std::uint64_t*>(x.data), static_cast<std::size_t>(std::lround(words))});
+      }
+      if (std::abs(sum - want) > 1e-9)
+        throw std::invalid_argument(std::string("bench::kernel_arrays: ") + what + " widths do not add up to traffic");
+      return out;
+    };
+    r_ = {wrap(a.read, t.read, "read"), wrap(a.update, t.update, "update"), wrap(a.write, t.write, "write")};
+    count_moved();
   }
 
   /// Whether this CPU (and SLUICE_SIMD) allows `body`.
   static bool has_body(int body) noexcept {
-    return body == 0 || (body == 1 && sluice::use_avx2()) || (body == 2 && sluice::use_avx512());
+    return body == 0 || ((body == 1 || body == 3) && sluice::use_avx2()) ||
+           ((body == 2 || body == 4) && sluice::use_avx512());
   }
 
   /// Bytes/s of one pass of `body` on all threads, counting the bytes actually moved.
@@ -193,7 +363,11 @@ class reference_kernel {
     sluice::parallel_chunks(steps_, 1024, [&](std::size_t sb, std::size_t se, int) {
       std::uint64_t acc = 0;
 #if SLUICE_HAVE_AVX2_TARGET
-      if (body == 2)
+      if (body == 4)
+        acc = reference_lines_avx512(r_, sb, se);
+      else if (body == 3)
+        acc = reference_lines_avx2(r_, sb, se);
+      else if (body == 2)
         acc = reference_avx512(r_, sb, se);
       else if (body == 1)
         acc = reference_avx2(r_, sb, se);
@@ -202,13 +376,22 @@ class reference_kernel {
         acc = reference_words(r_, sb, se);
       benchmark::DoNotOptimize(acc);
     });
-    for (auto& s : r_.update) benchmark::DoNotOptimize(s.data.data());
-    for (auto& s : r_.write) benchmark::DoNotOptimize(s.data.data());
+    for (auto& s : r_.update) benchmark::DoNotOptimize(s.base);
+    for (auto& s : r_.write) benchmark::DoNotOptimize(s.base);
     benchmark::ClobberMemory();
     return moved_ / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 
  private:
+  void count_moved() {
+    if (r_.read.size() > max_streams || r_.update.size() > max_streams || r_.write.size() > max_streams)
+      throw std::invalid_argument("bench::reference_kernel: more than 16 streams of one kind");
+    for (auto const& s : r_.read) moved_ += 8.0 * static_cast<double>(s.words);
+    for (auto const& s : r_.update) moved_ += 16.0 * static_cast<double>(s.words);
+    for (auto const& s : r_.write) moved_ += 8.0 * static_cast<double>(s.words);
+    moved_ *= static_cast<double>(steps_);
+  }
+
   std::size_t steps_ = reference_elements / step_elements;
   reference_streams r_;
   double moved_ = 0;  // bytes per pass
@@ -232,15 +415,23 @@ inline double quantile(std::vector<double> v, double q) {
 }
 
 /// One reference sample of run_interleaved: the best bytes/s of one pass of each vector body the
-/// CPU has (AVX2, AVX-512), or of the baseline words where it has none. On Zen 5 the baseline's
-/// 16-byte words stop short of the memory limit (measure_reference), and which of AVX2 and
-/// AVX-512 streams faster changes from minute to minute: with one body chosen by three rounds
-/// before the loop (tried first), 6 of 45 repetitions of the optim benchmarks gave bw_frac 1.2-1.6.
-inline double reference_sample(reference_kernel& ref) {
-  double best = 0;
-  for (int body = 1; body < 3; ++body)
-    if (reference_kernel::has_body(body)) best = std::max(best, ref.pass(body));
-  return best > 0 ? best : ref.pass(0);
+/// CPU has (AVX2 and AVX-512, each advancing streams a step and a line at a time), or
+/// of the baseline words where it has none. On Zen 5 the baseline's 16-byte words stop short of
+/// the memory limit (measure_reference), and which body streams fastest changes from minute to
+/// minute: with one body chosen by three rounds before the loop (tried first), 6 of 45 repetitions
+/// of the optim benchmarks gave bw_frac 1.2-1.6. The best of the step bodies (1, 2) and of the line
+/// bodies (3, 4) are also written to `steps` and `lines` where given.
+inline double reference_sample(reference_kernel& ref, double* steps = nullptr, double* lines = nullptr) {
+  double best[2] = {0, 0};
+  for (int body = 1; body < reference_bodies; ++body)
+    if (reference_kernel::has_body(body)) {
+      double& b = best[body <= 2 ? 0 : 1];
+      b = std::max(b, ref.pass(body));
+    }
+  if (steps != nullptr) *steps = best[0];
+  if (lines != nullptr) *lines = best[1];
+  double const top = std::max(best[0], best[1]);
+  return top > 0 ? top : ref.pass(0);
 }
 
 struct no_companion {
@@ -259,7 +450,7 @@ inline double measure_reference(traffic const& t, int reps = 5) {
   detail::reference_kernel ref(t);
   double best = 0;
   for (int rep = 0; rep < reps; ++rep)
-    for (int body = 0; body < 3; ++body)
+    for (int body = 0; body < detail::reference_bodies; ++body)
       if (detail::reference_kernel::has_body(body)) best = std::max(best, ref.pass(body));
   return best;
 }
@@ -299,6 +490,7 @@ inline void report(benchmark::State& state, std::size_t elements, traffic const&
 ///   bw_frac_p10, _p90     10th / 90th percentile of the per-pair ratio (kernel i over sample i)
 ///   bytes_per_second      t.bytes() * elements / median kernel time (not the mean)
 ///   ref_bytes_per_second  median over the reference samples
+///   ref_steps_bps, ref_lines_bps  medians of the best step-at-a-time and line-at-a-time bodies
 /// Unlike report() (mean kernel rate over the best of 15 reference passes measured afterwards),
 /// both sides use the same statistic and sample the machine's bandwidth in the same seconds,
 /// which on a host whose bandwidth drifts by a third within a minute is the only fair ratio.
@@ -309,12 +501,12 @@ struct interleaved_medians {
   double reference_bytes_per_second = 0;  ///< median over the reference samples
 };
 
-template <class Step, class Companion = detail::no_companion>
-interleaved_medians run_interleaved(benchmark::State& state, std::size_t elements, traffic const& t, Step&& step,
-                                    Companion&& companion = {}) {
-  detail::reference_kernel ref(t);
-  detail::reference_sample(ref);  // first touch of the reference's code paths, untimed
-  std::vector<double> kernel_s, ref_bps;
+namespace detail {
+template <class Step, class Companion>
+interleaved_medians run_interleaved(benchmark::State& state, reference_kernel& ref, std::size_t elements,
+                                    traffic const& t, Step& step, Companion& companion) {
+  reference_sample(ref);  // first touch of the reference's code paths, untimed
+  std::vector<double> kernel_s, ref_bps, steps_bps, lines_bps;
   for (auto _ : state) {
     auto const t0 = std::chrono::steady_clock::now();
     step();
@@ -322,21 +514,44 @@ interleaved_medians run_interleaved(benchmark::State& state, std::size_t element
     double const secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     state.SetIterationTime(secs);
     kernel_s.push_back(secs);
-    ref_bps.push_back(detail::reference_sample(ref));
+    double steps = 0, lines = 0;
+    ref_bps.push_back(reference_sample(ref, &steps, &lines));
+    steps_bps.push_back(steps);
+    lines_bps.push_back(lines);
     companion();
   }
   double const per_iter = t.bytes() * static_cast<double>(elements);
   std::vector<double> pair(kernel_s.size());
   for (std::size_t i = 0; i < pair.size(); ++i) pair[i] = per_iter / kernel_s[i] / ref_bps[i];
-  double const kernel_med = detail::median(kernel_s), ref_med = detail::median(ref_bps);
+  double const kernel_med = median(kernel_s), ref_med = median(ref_bps);
   state.counters["bytes_per_second"] = benchmark::Counter(per_iter / kernel_med);
   state.counters["items_per_second"] = benchmark::Counter(static_cast<double>(elements) / kernel_med);
   state.counters["ref_bytes_per_second"] = benchmark::Counter(ref_med);
+  state.counters["ref_steps_bps"] = benchmark::Counter(median(steps_bps));
+  state.counters["ref_lines_bps"] = benchmark::Counter(median(lines_bps));
   state.counters["bw_frac"] = benchmark::Counter(per_iter / kernel_med / ref_med);
-  state.counters["bw_frac_p10"] = benchmark::Counter(detail::quantile(pair, 0.1));
-  state.counters["bw_frac_p90"] = benchmark::Counter(detail::quantile(pair, 0.9));
+  state.counters["bw_frac_p10"] = benchmark::Counter(quantile(pair, 0.1));
+  state.counters["bw_frac_p90"] = benchmark::Counter(quantile(pair, 0.9));
   state.counters["threads"] = benchmark::Counter(static_cast<double>(sluice::max_threads()));
   return {kernel_med, ref_med};
+}
+
+}  // namespace detail
+
+template <class Step, class Companion = detail::no_companion>
+interleaved_medians run_interleaved(benchmark::State& state, std::size_t elements, traffic const& t, Step&& step,
+                                    Companion&& companion = {}) {
+  detail::reference_kernel ref(t);
+  return detail::run_interleaved(state, ref, elements, t, step, companion);
+}
+
+/// run_interleaved with the reference streaming over the kernel's own arrays `a` (the same
+/// memory, so the same pages and placement), whose widths must add up to `t`.
+template <class Step, class Companion = detail::no_companion>
+interleaved_medians run_interleaved(benchmark::State& state, kernel_arrays const& a, traffic const& t, Step&& step,
+                                    Companion&& companion = {}) {
+  detail::reference_kernel ref(a, t);
+  return detail::run_interleaved(state, ref, a.elements, t, step, companion);
 }
 
 }  // namespace sluice::bench
