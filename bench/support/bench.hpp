@@ -150,51 +150,51 @@ inline std::uint64_t reference_words(reference_streams& r, std::size_t sb, std::
 // updated per element) streamed at 85-113 GB/s in SSE2 words against 110-140 GB/s with 32- or
 // 64-byte vectors, which kernels with AVX2 bodies reached. Each stream advances a whole step (2 KiB
 // of a 4-byte stream) before the next one moves.
-#define SLUICE_BENCH_REFERENCE_BODY(V, W, load, store, add, set1, zero)                         \
-  std::uint64_t acc = sb;                                                                       \
-  std::uint64_t const z = opaque_zero();                                                        \
-  V const zv = set1(static_cast<long long>(z));                                                 \
-  for (std::size_t st = sb; st < se; ++st) {                                                    \
-    for (auto& s : r.read) {                                                                    \
-      std::uint64_t const* w = s.base + st * s.words;                                           \
-      std::size_t const n = s.words;                                                            \
-      V a0 = zero(), a1 = zero();                                                               \
-      std::size_t i = 0;                                                                        \
-      for (; i + 2 * (W) <= n; i += 2 * (W))                                                    \
-        a0 = add(a0, load(reinterpret_cast<V const*>(w + i))),                                  \
-        a1 = add(a1, load(reinterpret_cast<V const*>(w + i + (W))));                            \
-      for (; i + (W) <= n; i += (W)) a0 = add(a0, load(reinterpret_cast<V const*>(w + i)));     \
-      for (; i < n; ++i) acc += w[i];                                                           \
-      V const sum = add(a0, a1);                                                                \
-      __asm__ volatile("" : : "v"(sum)); /* every lane used: no load is narrowed or dropped */  \
-    }                                                                                           \
-    for (auto& s : r.update) {                                                                  \
-      std::uint64_t* w = s.base + st * s.words;                                                 \
-      std::size_t const n = s.words;                                                            \
-      std::size_t i = 0;                                                                        \
-      for (; i + (W) <= n; i += (W))                                                            \
-        store(reinterpret_cast<V*>(w + i), add(load(reinterpret_cast<V const*>(w + i)), zv));   \
-      for (; i < n; ++i) w[i] += z;                                                             \
-    }                                                                                           \
-    for (auto& s : r.write) {                                                                   \
-      std::uint64_t* w = s.base + st * s.words;                                                 \
-      std::size_t const n = s.words;                                                            \
-      std::size_t i = 0;                                                                        \
-      for (; i + (W) <= n; i += (W)) store(reinterpret_cast<V*>(w + i), zv);                    \
-      for (; i < n; ++i) w[i] = z;                                                              \
-    }                                                                                           \
+#define SLUICE_BENCH_REFERENCE_BODY(V, W, load, store, add, set1, zero)                        \
+  std::uint64_t acc = sb;                                                                      \
+  std::uint64_t const z = opaque_zero();                                                       \
+  V const zv = set1(static_cast<long long>(z));                                                \
+  for (std::size_t st = sb; st < se; ++st) {                                                   \
+    for (auto& s : r.read) {                                                                   \
+      std::uint64_t const* w = s.base + st * s.words;                                          \
+      std::size_t const n = s.words;                                                           \
+      V a0 = zero(), a1 = zero();                                                              \
+      std::size_t i = 0;                                                                       \
+      for (; i + 2 * (W) <= n; i += 2 * (W))                                                   \
+        a0 = add(a0, load(reinterpret_cast<V const*>(w + i))),                                 \
+        a1 = add(a1, load(reinterpret_cast<V const*>(w + i + (W))));                           \
+      for (; i + (W) <= n; i += (W)) a0 = add(a0, load(reinterpret_cast<V const*>(w + i)));    \
+      for (; i < n; ++i) acc += w[i];                                                          \
+      V const sum = add(a0, a1);                                                               \
+      __asm__ volatile("" : : "v"(sum)); /* every lane used: no load is narrowed or dropped */ \
+    }                                                                                          \
+    for (auto& s : r.update) {                                                                 \
+      std::uint64_t* w = s.base + st * s.words;                                                \
+      std::size_t const n = s.words;                                                           \
+      std::size_t i = 0;                                                                       \
+      for (; i + (W) <= n; i += (W))                                                           \
+        store(reinterpret_cast<V*>(w + i), add(load(reinterpret_cast<V const*>(w + i)), zv));  \
+      for (; i < n; ++i) w[i] += z;                                                            \
+    }                                                                                          \
+    for (auto& s : r.write) {                                                                  \
+      std::uint64_t* w = s.base + st * s.words;                                                \
+      std::size_t const n = s.words;                                                           \
+      std::size_t i = 0;                                                                       \
+      for (; i + (W) <= n; i += (W)) store(reinterpret_cast<V*>(w + i), zv);                   \
+      for (; i < n; ++i) w[i] = z;                                                             \
+    }                                                                                          \
   }
 
 SLUICE_TARGET_AVX2 inline std::uint64_t reference_avx2(reference_streams& r, std::size_t sb, std::size_t se) noexcept {
-  SLUICE_BENCH_REFERENCE_BODY(__m256i, 4, _mm256_loadu_si256, _mm256_storeu_si256, _mm256_add_epi64,
-                              _mm256_set1_epi64x, _mm256_setzero_si256)
+  SLUICE_BENCH_REFERENCE_BODY(__m256i, 4, _mm256_loadu_si256, _mm256_storeu_si256, _mm256_add_epi64, _mm256_set1_epi64x,
+                              _mm256_setzero_si256)
   return acc;
 }
 
 SLUICE_TARGET_AVX512 inline std::uint64_t reference_avx512(reference_streams& r, std::size_t sb,
                                                            std::size_t se) noexcept {
-  SLUICE_BENCH_REFERENCE_BODY(__m512i, 8, _mm512_loadu_si512, _mm512_storeu_si512, _mm512_add_epi64,
-                              _mm512_set1_epi64, _mm512_setzero_si512)
+  SLUICE_BENCH_REFERENCE_BODY(__m512i, 8, _mm512_loadu_si512, _mm512_storeu_si512, _mm512_add_epi64, _mm512_set1_epi64,
+                              _mm512_setzero_si512)
   return acc;
 }
 #undef SLUICE_BENCH_REFERENCE_BODY
@@ -209,10 +209,10 @@ SLUICE_TARGET_AVX512 inline std::uint64_t reference_avx512(reference_streams& r,
 // chunks at or near the kernels' rate. Words of a stream that do not divide into the chunks
 // (streams under 1 byte per element) move at the end of the step.
 #define SLUICE_BENCH_REFERENCE_LINES(LOAD8, ADD8, STORE8, LOAD4, ADD4, STORE4, Z8, Z4, SINK8, SINK4) \
-  constexpr std::size_t chunks = line_chunks, most = max_streams;                                     \
+  constexpr std::size_t chunks = line_chunks, most = max_streams;                                    \
   std::uint64_t acc = sb;                                                                            \
   std::uint64_t const z = opaque_zero();                                                             \
-  /* The streams' bases and chunk words in locals, which the stores below cannot alias. */          \
+  /* The streams' bases and chunk words in locals, which the stores below cannot alias. */           \
   std::uint64_t* base[3][most];                                                                      \
   std::size_t words[3][most], cw[3][most], count[3] = {0, 0, 0};                                     \
   {                                                                                                  \
