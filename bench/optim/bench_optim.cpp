@@ -161,15 +161,19 @@ struct dense_adam_steps {
 // element offsets, `block` floats each), with no arithmetic and no software prefetch: the
 // random-access limit of this machine, as the reference kernel is the streaming limit. Timed once
 // per call, as a companion of the sparse step (after a reference pass, so its lines are cold too).
+// A second pass, on arrays of its own (so equally cold), touches the same blocks with m and v
+// interleaved line by line (16 floats of m, then the same 16 of v): the layout a sparse step would
+// find if optimizer_state paired the moments (paired_seconds).
 struct random_lines {
   aligned_floats a, b, c;
+  aligned_floats pa, mv;  // the paired layout: p, and m/v interleaved per 16 floats
   std::vector<std::uint32_t> const& idx;
   std::size_t block;
-  std::vector<double> seconds;
+  std::vector<double> seconds, paired_seconds;
   random_lines(std::size_t n, std::vector<std::uint32_t> const& idx_, std::size_t block_)
-      : a(n, 1.0f), b(n, 1.0f), c(n, 1.0f), idx(idx_), block(block_) {}
+      : a(n, 1.0f), b(n, 1.0f), c(n, 1.0f), pa(n, 1.0f), mv(2 * n, 1.0f), idx(idx_), block(block_) {}
   void operator()() {
-    auto const t0 = std::chrono::steady_clock::now();
+    auto t0 = std::chrono::steady_clock::now();
     sluice::parallel_chunks(idx.size(), 1 << 10, [&](std::size_t jb, std::size_t je, int) {
       for (std::size_t j = jb; j < je; ++j) {
         std::size_t const base = static_cast<std::size_t>(idx[j]) * block;
@@ -182,10 +186,35 @@ struct random_lines {
     });
     benchmark::ClobberMemory();
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    t0 = std::chrono::steady_clock::now();
+    sluice::parallel_chunks(idx.size(), 1 << 10, [&](std::size_t jb, std::size_t je, int) {
+      for (std::size_t j = jb; j < je; ++j) {
+        std::size_t const base = static_cast<std::size_t>(idx[j]) * block;
+        // Per group of 16 elements (blocks of 16 and more start on a group): its line of p, then
+        // m's line and v's line, adjacent.
+        for (std::size_t e = 0; e < block; e += 16) {
+          std::size_t const i = base + e, len = std::min<std::size_t>(16, block - e);
+          float* SLUICE_RESTRICT pp = pa.data.get() + i;
+          float* SLUICE_RESTRICT mm = mv.data.get() + 2 * (i - i % 16) + i % 16;
+          for (std::size_t l = 0; l < len; ++l) pp[l] += 1.0f;
+          for (std::size_t l = 0; l < len; ++l) mm[l] += 1.0f;
+          for (std::size_t l = 0; l < len; ++l) mm[l + 16] += 1.0f;
+        }
+      }
+    });
+    benchmark::ClobberMemory();
+    paired_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  void report(benchmark::State& state, double step_seconds) const {
+    double const sep = sluice::bench::detail::median(seconds), pair = sluice::bench::detail::median(paired_seconds);
+    state.counters["random_lines_ms"] = sep * 1e3;
+    state.counters["paired_lines_ms"] = pair * 1e3;
+    state.counters["time_vs_random_lines"] = step_seconds / sep;
   }
 };
 
-// Sparse Adam at 1% density from block_top_k-style block indices (16 floats = one cache line).
+// Sparse Adam at 1% density from block_top_k-style block indices of state.range(1) floats (16 =
+// one cache line, block_top_k's default).
 // time_vs_dense: median time of a sparse step over the median of the dense steps of the same tensor
 // size that alternate with it (dense_adam_steps); time_vs_random_lines: over touching the same
 // cache lines with no arithmetic (random_lines), alternating with them too. Each timed sparse step
@@ -193,7 +222,8 @@ struct random_lines {
 // repeated at once (its lines in cache), as session 4's back-to-back loop did.
 void BM_adam_sparse_block(benchmark::State& state) {
   auto const n = static_cast<std::size_t>(state.range(0));
-  std::size_t const b = 16, blocks = n / b;
+  auto const b = static_cast<std::size_t>(state.range(1));
+  std::size_t const blocks = n / b;
   dense_adam_steps dense(n);
   sluice::adam const o{};
   aligned_floats p(n, 0.5f);
@@ -206,12 +236,12 @@ void BM_adam_sparse_block(benchmark::State& state) {
   auto const vals = random_gradient(idx.size() * b);
   sluice::sparse_view<float const> const g{idx, std::span<float const>(vals.data.get(), vals.n), n, b};
   o.step(s, p.span(), g);
-  // Touched: one line of p, m, v read and written per block, plus the gradient block and index.
+  // Touched: the lines of p, m, v read and written per block, plus the gradient block and index.
   double const per = static_cast<double>(b);
   random_lines lines(n, idx, b);
   std::vector<double> warm;  // the same step repeated at once, its lines still in cache (session 4's method)
   auto const med = sluice::bench::run_interleaved(
-      state, idx.size() * b, {.read = (64 + 4) / per, .update = 3 * 64 / per}, [&] { o.step(s, p.span(), g); },
+      state, idx.size() * b, {.read = (4 * per + 4) / per, .update = 12}, [&] { o.step(s, p.span(), g); },
       [&] {
         lines();
         o.step(s, p.span(), g);  // brings the step's lines into cache, then a warm step is timed
@@ -225,7 +255,7 @@ void BM_adam_sparse_block(benchmark::State& state) {
   state.counters["time_vs_dense_warm"] =
       sluice::bench::detail::median(warm) / sluice::bench::detail::median(dense.seconds);
   state.counters["nnz_blocks"] = static_cast<double>(idx.size());
-  state.counters["time_vs_random_lines"] = med.kernel_seconds / sluice::bench::detail::median(lines.seconds);
+  lines.report(state, med.kernel_seconds);
 }
 
 // Sparse Adam at 1% density from random element indices; bytes are the cache lines touched.
@@ -252,7 +282,7 @@ void BM_adam_sparse_element(benchmark::State& state) {
       state, idx.size(), {.read = 8, .update = 3 * 64 * l / nnz}, [&] { o.step(s, p.span(), g); },
       [&] { lines(), dense(); });
   dense.report(state, med.kernel_seconds);
-  state.counters["time_vs_random_lines"] = med.kernel_seconds / sluice::bench::detail::median(lines.seconds);
+  lines.report(state, med.kernel_seconds);
 }
 
 #if defined(SLUICE_BENCH_HAVE_TORCH)
@@ -280,5 +310,10 @@ BENCHMARK(BM_adam_dense)->Arg(1 << 26)->UseManualTime()->Unit(benchmark::kMillis
 BENCHMARK(BM_adam_bf16_states)->Arg(1 << 26)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_sgd_momentum)->Arg(1 << 26)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_adam_incache)->Arg(1 << 16)->UseRealTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_adam_sparse_block)->Arg(1 << 26)->UseManualTime()->Iterations(60)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_adam_sparse_block)
+    ->Args({1 << 26, 16})
+    ->Args({1 << 26, 256})
+    ->UseManualTime()
+    ->Iterations(60)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_adam_sparse_element)->Arg(1 << 26)->UseManualTime()->Iterations(20)->Unit(benchmark::kMillisecond);

@@ -64,7 +64,7 @@ inline constexpr std::size_t line_chunks = 8;
 /// AVX-512 vectors a line at a time.
 inline constexpr int reference_bodies = 5;
 /// Streams of each kind (read, update, write) the reference takes at most.
-inline constexpr std::size_t max_streams = 16;
+inline constexpr std::size_t max_streams = 64;
 
 /// One array of the reference kernel: `words` 64-bit words advanced per step of step_elements,
 /// from `base`: the reference's own array (`owned`) or one of the kernel's (not owned).
@@ -385,7 +385,7 @@ class reference_kernel {
  private:
   void count_moved() {
     if (r_.read.size() > max_streams || r_.update.size() > max_streams || r_.write.size() > max_streams)
-      throw std::invalid_argument("bench::reference_kernel: more than 16 streams of one kind");
+      throw std::invalid_argument("bench::reference_kernel: more than 64 streams of one kind");
     for (auto const& s : r_.read) moved_ += 8.0 * static_cast<double>(s.words);
     for (auto const& s : r_.update) moved_ += 16.0 * static_cast<double>(s.words);
     for (auto const& s : r_.write) moved_ += 8.0 * static_cast<double>(s.words);
