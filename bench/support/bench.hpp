@@ -145,120 +145,71 @@ inline std::uint64_t reference_words(reference_streams& r, std::size_t sb, std::
 }
 
 #if SLUICE_HAVE_AVX2_TARGET
-// The same loop with 256-bit and 512-bit loads and stores. On AMD Zen 5 (2 threads, 2 cores) the
-// baseline's 16-byte accesses stopped short of the memory limit: update streams (4 B read + 12 B
-// updated per element) streamed at 85-113 GB/s in SSE2 words against 110-140 GB/s with 32- or
-// 64-byte vectors, which kernels with AVX2 bodies reached. Each stream advances a whole step (2 KiB
-// of a 4-byte stream) before the next one moves.
-#define SLUICE_BENCH_REFERENCE_BODY(V, W, load, store, add, set1, zero)                        \
-  std::uint64_t acc = sb;                                                                      \
-  std::uint64_t const z = opaque_zero();                                                       \
-  V const zv = set1(static_cast<long long>(z));                                                \
-  for (std::size_t st = sb; st < se; ++st) {                                                   \
-    for (auto& s : r.read) {                                                                   \
-      std::uint64_t const* w = s.base + st * s.words;                                          \
-      std::size_t const n = s.words;                                                           \
-      V a0 = zero(), a1 = zero();                                                              \
-      std::size_t i = 0;                                                                       \
-      for (; i + 2 * (W) <= n; i += 2 * (W))                                                   \
-        a0 = add(a0, load(reinterpret_cast<V const*>(w + i))),                                 \
-        a1 = add(a1, load(reinterpret_cast<V const*>(w + i + (W))));                           \
-      for (; i + (W) <= n; i += (W)) a0 = add(a0, load(reinterpret_cast<V const*>(w + i)));    \
-      for (; i < n; ++i) acc += w[i];                                                          \
-      V const sum = add(a0, a1);                                                               \
-      __asm__ volatile("" : : "v"(sum)); /* every lane used: no load is narrowed or dropped */ \
-    }                                                                                          \
-    for (auto& s : r.update) {                                                                 \
-      std::uint64_t* w = s.base + st * s.words;                                                \
-      std::size_t const n = s.words;                                                           \
-      std::size_t i = 0;                                                                       \
-      for (; i + (W) <= n; i += (W))                                                           \
-        store(reinterpret_cast<V*>(w + i), add(load(reinterpret_cast<V const*>(w + i)), zv));  \
-      for (; i < n; ++i) w[i] += z;                                                            \
-    }                                                                                          \
-    for (auto& s : r.write) {                                                                  \
-      std::uint64_t* w = s.base + st * s.words;                                                \
-      std::size_t const n = s.words;                                                           \
-      std::size_t i = 0;                                                                       \
-      for (; i + (W) <= n; i += (W)) store(reinterpret_cast<V*>(w + i), zv);                   \
-      for (; i < n; ++i) w[i] = z;                                                             \
-    }                                                                                          \
-  }
-
-SLUICE_TARGET_AVX2 inline std::uint64_t reference_avx2(reference_streams& r, std::size_t sb, std::size_t se) noexcept {
-  SLUICE_BENCH_REFERENCE_BODY(__m256i, 4, _mm256_loadu_si256, _mm256_storeu_si256, _mm256_add_epi64, _mm256_set1_epi64x,
-                              _mm256_setzero_si256)
-  return acc;
-}
-
-SLUICE_TARGET_AVX512 inline std::uint64_t reference_avx512(reference_streams& r, std::size_t sb,
-                                                           std::size_t se) noexcept {
-  SLUICE_BENCH_REFERENCE_BODY(__m512i, 8, _mm512_loadu_si512, _mm512_storeu_si512, _mm512_add_epi64, _mm512_set1_epi64,
-                              _mm512_setzero_si512)
-  return acc;
-}
-#undef SLUICE_BENCH_REFERENCE_BODY
-
-// Line-at-a-time bodies: each step of 512 elements is cut into line_chunks = 8 chunks of 64
-// elements (4 lines of a 4-byte stream, 2 of a 2-byte one), and every stream advances one chunk
-// before the next chunk starts, close to the order in which an element-wise kernel touches its
-// streams. Measured on this host (a standalone loop over Adam's seven streams, 2^26 elements, 2
-// threads, in minutes when the bandwidth sagged): a line per stream at a time kept 60-94 GB/s
-// where 2 KiB per stream at a time fell to 42-67 GB/s. Here, generic over the streams, 64-byte
-// chunks ran at a third of that (the loop over streams per line costs more than the line), 256-byte
-// chunks at or near the kernels' rate. Words of a stream that do not divide into the chunks
-// (streams under 1 byte per element) move at the end of the step.
-#define SLUICE_BENCH_REFERENCE_LINES(LOAD8, ADD8, STORE8, LOAD4, ADD4, STORE4, Z8, Z4, SINK8, SINK4) \
-  constexpr std::size_t chunks = line_chunks, most = max_streams;                                    \
-  std::uint64_t acc = sb;                                                                            \
-  std::uint64_t const z = opaque_zero();                                                             \
-  /* The streams' bases and chunk words in locals, which the stores below cannot alias. */           \
-  std::uint64_t* base[3][most];                                                                      \
-  std::size_t words[3][most], cw[3][most], count[3] = {0, 0, 0};                                     \
-  {                                                                                                  \
-    int role = 0;                                                                                    \
-    for (auto* v : {&r.read, &r.update, &r.write}) {                                                 \
-      for (auto const& s : *v)                                                                       \
-        if (count[role] < most) {                                                                    \
-          base[role][count[role]] = s.base, words[role][count[role]] = s.words;                      \
-          cw[role][count[role]++] = s.words / chunks;                                                \
-        }                                                                                            \
-      ++role;                                                                                        \
-    }                                                                                                \
-  }                                                                                                  \
-  for (std::size_t st = sb; st < se; ++st) {                                                         \
-    for (std::size_t c = 0; c < chunks; ++c) {                                                       \
-      for (std::size_t k = 0; k < count[0]; ++k) {                                                   \
-        std::uint64_t const* w = base[0][k] + st * words[0][k] + c * cw[0][k];                       \
-        std::size_t i = 0;                                                                           \
-        for (; i + 8 <= cw[0][k]; i += 8) SINK8(LOAD8(w + i));                                       \
-        if (i + 4 <= cw[0][k]) SINK4(LOAD4(w + i)), i += 4;                                          \
-        for (; i < cw[0][k]; ++i) acc += w[i];                                                       \
-      }                                                                                              \
-      for (std::size_t k = 0; k < count[1]; ++k) {                                                   \
-        std::uint64_t* w = base[1][k] + st * words[1][k] + c * cw[1][k];                             \
-        std::size_t i = 0;                                                                           \
-        for (; i + 8 <= cw[1][k]; i += 8) STORE8(w + i, ADD8(LOAD8(w + i), Z8));                     \
-        if (i + 4 <= cw[1][k]) STORE4(w + i, ADD4(LOAD4(w + i), Z4)), i += 4;                        \
-        for (; i < cw[1][k]; ++i) w[i] += z;                                                         \
-      }                                                                                              \
-      for (std::size_t k = 0; k < count[2]; ++k) {                                                   \
-        std::uint64_t* w = base[2][k] + st * words[2][k] + c * cw[2][k];                             \
-        std::size_t i = 0;                                                                           \
-        for (; i + 8 <= cw[2][k]; i += 8) STORE8(w + i, Z8);                                         \
-        if (i + 4 <= cw[2][k]) STORE4(w + i, Z4), i += 4;                                            \
-        for (; i < cw[2][k]; ++i) w[i] = z;                                                          \
-      }                                                                                              \
-    }                                                                                                \
-    for (int role = 0; role < 3; ++role)                                                             \
-      for (std::size_t k = 0; k < count[role]; ++k)                                                  \
-        for (std::size_t i = cw[role][k] * chunks; i < words[role][k]; ++i) {                        \
-          std::uint64_t& x = base[role][k][st * words[role][k] + i];                                 \
-          if (role == 0)                                                                             \
-            acc += x;                                                                                \
-          else                                                                                       \
-            x = role == 1 ? x + z : z;                                                               \
-        }                                                                                            \
+// The vector bodies, with 256-bit and 512-bit loads and stores. On AMD Zen 5 (2 threads, 2 cores)
+// the baseline's 16-byte accesses stopped short of the memory limit: update streams (4 B read +
+// 12 B updated per element) streamed at 85-113 GB/s in SSE2 words against 110-140 GB/s with 32- or
+// 64-byte vectors, which kernels with AVX2 bodies reached.
+//
+// Each step of 512 elements is cut into `chunks` chunks, and every stream advances one chunk before
+// the next chunk starts. With 1 chunk each stream moves a whole step (2 KiB of a 4-byte stream) at
+// a time; with line_chunks = 8, 64 elements (4 lines of a 4-byte stream), close to the order in
+// which an element-wise kernel touches its streams. Measured on this host (a standalone loop over
+// Adam's seven streams, 2^26 elements, 2 threads, in minutes when the bandwidth sagged): a line
+// per stream at a time kept 60-94 GB/s where 2 KiB per stream at a time fell to 42-67 GB/s. Here,
+// generic over the streams, 64-byte chunks ran at a third of that (the loop over streams per line
+// costs more than the line), 256-byte chunks at or near the kernels' rate. Words of a stream that
+// do not divide into the chunks (streams under 1 byte per element) move at the end of the step.
+#define SLUICE_BENCH_REFERENCE_BODY(LOAD8, ADD8, STORE8, LOAD4, ADD4, STORE4, Z8, Z4, SINK8, SINK4) \
+  constexpr std::size_t most = max_streams;                                                         \
+  std::uint64_t acc = sb;                                                                           \
+  std::uint64_t const z = opaque_zero();                                                            \
+  /* The streams' bases and chunk words in locals, which the stores below cannot alias. */          \
+  std::uint64_t* base[3][most];                                                                     \
+  std::size_t words[3][most], cw[3][most], count[3] = {0, 0, 0};                                    \
+  {                                                                                                 \
+    int role = 0;                                                                                   \
+    for (auto* v : {&r.read, &r.update, &r.write}) {                                                \
+      for (auto const& s : *v)                                                                      \
+        if (count[role] < most) {                                                                   \
+          base[role][count[role]] = s.base, words[role][count[role]] = s.words;                     \
+          cw[role][count[role]++] = s.words / chunks;                                               \
+        }                                                                                           \
+      ++role;                                                                                       \
+    }                                                                                               \
+  }                                                                                                 \
+  for (std::size_t st = sb; st < se; ++st) {                                                        \
+    for (std::size_t c = 0; c < chunks; ++c) {                                                      \
+      for (std::size_t k = 0; k < count[0]; ++k) {                                                  \
+        std::uint64_t const* w = base[0][k] + st * words[0][k] + c * cw[0][k];                      \
+        std::size_t i = 0;                                                                          \
+        for (; i + 8 <= cw[0][k]; i += 8) SINK8(LOAD8(w + i));                                      \
+        if (i + 4 <= cw[0][k]) SINK4(LOAD4(w + i)), i += 4;                                         \
+        for (; i < cw[0][k]; ++i) acc += w[i];                                                      \
+      }                                                                                             \
+      for (std::size_t k = 0; k < count[1]; ++k) {                                                  \
+        std::uint64_t* w = base[1][k] + st * words[1][k] + c * cw[1][k];                            \
+        std::size_t i = 0;                                                                          \
+        for (; i + 8 <= cw[1][k]; i += 8) STORE8(w + i, ADD8(LOAD8(w + i), Z8));                    \
+        if (i + 4 <= cw[1][k]) STORE4(w + i, ADD4(LOAD4(w + i), Z4)), i += 4;                       \
+        for (; i < cw[1][k]; ++i) w[i] += z;                                                        \
+      }                                                                                             \
+      for (std::size_t k = 0; k < count[2]; ++k) {                                                  \
+        std::uint64_t* w = base[2][k] + st * words[2][k] + c * cw[2][k];                            \
+        std::size_t i = 0;                                                                          \
+        for (; i + 8 <= cw[2][k]; i += 8) STORE8(w + i, Z8);                                        \
+        if (i + 4 <= cw[2][k]) STORE4(w + i, Z4), i += 4;                                           \
+        for (; i < cw[2][k]; ++i) w[i] = z;                                                         \
+      }                                                                                             \
+    }                                                                                               \
+    for (int role = 0; role < 3; ++role)                                                            \
+      for (std::size_t k = 0; k < count[role]; ++k)                                                 \
+        for (std::size_t i = cw[role][k] * chunks; i < words[role][k]; ++i) {                       \
+          std::uint64_t& x = base[role][k][st * words[role][k] + i];                                \
+          if (role == 0)                                                                            \
+            acc += x;                                                                               \
+          else                                                                                      \
+            x = role == 1 ? x + z : z;                                                              \
+        }                                                                                           \
   }
 
 // Eight words: two 256-bit halves (AVX2) or one 512-bit vector (AVX-512); four words: one 256-bit.
@@ -283,31 +234,31 @@ SLUICE_TARGET_AVX2 inline void store4(std::uint64_t* w, __m256i v) noexcept {
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(w), v);
 }
 
-SLUICE_TARGET_AVX2 inline std::uint64_t reference_lines_avx2(reference_streams& r, std::size_t sb,
-                                                             std::size_t se) noexcept {
+template <std::size_t chunks>
+SLUICE_TARGET_AVX2 inline std::uint64_t reference_avx2(reference_streams& r, std::size_t sb, std::size_t se) noexcept {
   auto const z4 = _mm256_set1_epi64x(static_cast<long long>(opaque_zero()));
   ymm_pair const z8{z4, z4};
   auto sink8 = [](ymm_pair v) SLUICE_TARGET_AVX2 { __asm__ volatile("" : : "v"(v.lo), "v"(v.hi)); };
   auto sink4 = [](__m256i v) SLUICE_TARGET_AVX2 { __asm__ volatile("" : : "v"(v)); };
-  SLUICE_BENCH_REFERENCE_LINES(load8_avx2, add8_avx2, store8_avx2, load4, _mm256_add_epi64, store4, z8, z4, sink8,
-                               sink4)
+  SLUICE_BENCH_REFERENCE_BODY(load8_avx2, add8_avx2, store8_avx2, load4, _mm256_add_epi64, store4, z8, z4, sink8, sink4)
   return acc;
 }
 
 SLUICE_TARGET_AVX512 inline __m512i load8_avx512(std::uint64_t const* w) noexcept { return _mm512_loadu_si512(w); }
 SLUICE_TARGET_AVX512 inline void store8_avx512(std::uint64_t* w, __m512i v) noexcept { _mm512_storeu_si512(w, v); }
 
-SLUICE_TARGET_AVX512 inline std::uint64_t reference_lines_avx512(reference_streams& r, std::size_t sb,
-                                                                 std::size_t se) noexcept {
+template <std::size_t chunks>
+SLUICE_TARGET_AVX512 inline std::uint64_t reference_avx512(reference_streams& r, std::size_t sb,
+                                                           std::size_t se) noexcept {
   auto const z4 = _mm256_set1_epi64x(static_cast<long long>(opaque_zero()));
   auto const z8 = _mm512_set1_epi64(static_cast<long long>(opaque_zero()));
   auto sink8 = [](__m512i v) SLUICE_TARGET_AVX512 { __asm__ volatile("" : : "v"(v)); };
   auto sink4 = [](__m256i v) SLUICE_TARGET_AVX512 { __asm__ volatile("" : : "v"(v)); };
-  SLUICE_BENCH_REFERENCE_LINES(load8_avx512, _mm512_add_epi64, store8_avx512, load4, _mm256_add_epi64, store4, z8, z4,
-                               sink8, sink4)
+  SLUICE_BENCH_REFERENCE_BODY(load8_avx512, _mm512_add_epi64, store8_avx512, load4, _mm256_add_epi64, store4, z8, z4,
+                              sink8, sink4)
   return acc;
 }
-#undef SLUICE_BENCH_REFERENCE_LINES
+#undef SLUICE_BENCH_REFERENCE_BODY
 #endif
 
 /// The reference kernel: its arrays, and one timed pass over them with a chosen body (0 = baseline
@@ -364,13 +315,13 @@ class reference_kernel {
       std::uint64_t acc = 0;
 #if SLUICE_HAVE_AVX2_TARGET
       if (body == 4)
-        acc = reference_lines_avx512(r_, sb, se);
+        acc = reference_avx512<line_chunks>(r_, sb, se);
       else if (body == 3)
-        acc = reference_lines_avx2(r_, sb, se);
+        acc = reference_avx2<line_chunks>(r_, sb, se);
       else if (body == 2)
-        acc = reference_avx512(r_, sb, se);
+        acc = reference_avx512<1>(r_, sb, se);
       else if (body == 1)
-        acc = reference_avx2(r_, sb, se);
+        acc = reference_avx2<1>(r_, sb, se);
       else
 #endif
         acc = reference_words(r_, sb, se);
