@@ -49,6 +49,17 @@ void BM_local_sparse_allgather_top_k(benchmark::State& state) {
   });
 }
 
+void BM_local_sparse_reduce_scatter_top_k(benchmark::State& state) {
+  auto const n = static_cast<std::size_t>(state.range(0));
+  std::vector<std::vector<float>> g(4), out(4, std::vector<float>(n));
+  std::vector<reduce_scatter_workspace<top_k>> ws(4);
+  for (int r = 0; r < 4; ++r) g[static_cast<std::size_t>(r)] = bench::rank_gradient(r, n);
+  on_local_world(state, n, [&](local_transport& t) {
+    auto const r = static_cast<std::size_t>(t.rank());
+    sparse_reduce_scatter(t, top_k{.ratio = 0.01}, std::span<float const>(g[r]), std::span<float>(out[r]), {}, ws[r]);
+  });
+}
+
 void BM_local_scatter_reduce_allgather_maxmin4(benchmark::State& state) {
   auto const n = static_cast<std::size_t>(state.range(0));
   std::vector<std::vector<float>> g(4), out(4, std::vector<float>(n));
@@ -65,6 +76,11 @@ void BM_local_scatter_reduce_allgather_maxmin4(benchmark::State& state) {
 
 BENCHMARK(BM_local_ring_allreduce)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_local_sparse_allgather_top_k)->Arg(1 << 20)->Arg(1 << 24)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_local_sparse_reduce_scatter_top_k)
+    ->Arg(1 << 20)
+    ->Arg(1 << 24)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_local_scatter_reduce_allgather_maxmin4)
     ->Arg(1 << 20)
     ->Arg(1 << 24)

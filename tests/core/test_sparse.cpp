@@ -1,6 +1,9 @@
 // sparse_view invariants and sparse_buffer storage.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <iterator>
+#include <span>
 #include <vector>
 
 #include <sluice/core/sparse.hpp>
@@ -58,4 +61,99 @@ TEST_CASE("sparse_buffer keeps capacity across resets") {
   wide.resize(2);
   CHECK(wide.values().size() == 32);
   CHECK_THROWS_AS(sluice::sparse_buffer<float>(10, 0), sluice::error);
+}
+
+namespace {
+
+// Sorted unique block indices, each kept with probability p, and random values for them.
+struct random_sparse {
+  std::vector<std::uint32_t> idx;
+  std::vector<float> val;
+  random_sparse(std::size_t blocks, std::size_t block, double p, std::uint32_t seed) {
+    std::uint32_t x = seed;
+    auto next = [&] { return x = x * 1664525u + 1013904223u; };
+    for (std::size_t i = 0; i < blocks; ++i)
+      if (static_cast<double>(next() >> 8) < p * double(1u << 24)) idx.push_back(static_cast<std::uint32_t>(i));
+    for (std::size_t k = 0; k < idx.size() * block; ++k) val.push_back(static_cast<float>(next() >> 8) - 8e6f);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("scatter over more entries than it prefetches ahead equals the element-wise definition") {
+  for (std::size_t const block : {std::size_t{1}, std::size_t{4}}) {
+    std::size_t const extent = 40'001;  // a partial last block of 1 element at block 4
+    std::size_t const blocks = (extent + block - 1) / block;
+    random_sparse const s(blocks, block, 0.2, 11u + static_cast<std::uint32_t>(block));
+    REQUIRE(s.idx.size() > 4 * sluice::detail::scatter_ahead);
+    sluice::sparse_view<float const> v{s.idx, s.val, extent, block};
+    CHECK_NOTHROW(v.validate());
+    std::vector<float> dense(extent), want(extent);
+    for (std::size_t i = 0; i < extent; ++i) dense[i] = want[i] = 0.25f * static_cast<float>(i % 7);
+    sluice::scatter(v, std::span<float>(dense), true);
+    for (std::size_t j = 0; j < s.idx.size(); ++j)
+      for (std::size_t e = 0; e < block && s.idx[j] * block + e < extent; ++e)
+        want[s.idx[j] * block + e] += s.val[j * block + e];
+    CHECK(dense == want);
+    sluice::scatter(v, std::span<float>(dense), false);
+    for (std::size_t j = 0; j < s.idx.size(); ++j)
+      for (std::size_t e = 0; e < block && s.idx[j] * block + e < extent; ++e)
+        want[s.idx[j] * block + e] = s.val[j * block + e];
+    CHECK(dense == want);
+  }
+}
+
+TEST_CASE("densify writes a block range as zero-fill then scatter would, and nothing outside it") {
+  for (std::size_t const block : {std::size_t{1}, std::size_t{3}}) {
+    std::size_t const extent = 10'000;  // 3334 blocks of 3, the last holding 1 element
+    std::size_t const blocks = (extent + block - 1) / block;
+    random_sparse const s(blocks, block, 0.1, 5u + static_cast<std::uint32_t>(block));
+    // Four ranges that tile the blocks (the last one empty of entries past its end), as the
+    // reduce-scatter's owners do; each range densified from its own slice of the entries.
+    std::size_t const cuts[] = {0, blocks / 5, blocks / 2, blocks / 2, blocks};
+    std::vector<float> dense(extent, -1.0f), want(extent, 0.0f);
+    for (std::size_t j = 0; j < s.idx.size(); ++j)
+      for (std::size_t e = 0; e < block && s.idx[j] * block + e < extent; ++e)
+        want[s.idx[j] * block + e] = s.val[j * block + e];
+    for (std::size_t r = 0; r + 1 < std::size(cuts); ++r) {
+      auto const lo = std::lower_bound(s.idx.begin(), s.idx.end(), cuts[r]) - s.idx.begin();
+      auto const hi = std::lower_bound(s.idx.begin(), s.idx.end(), cuts[r + 1]) - s.idx.begin();
+      auto const k = static_cast<std::size_t>(lo), m = static_cast<std::size_t>(hi - lo);
+      sluice::sparse_view<float const> part{std::span(s.idx).subspan(k, m),
+                                            std::span(s.val).subspan(k * block, m * block), extent, block};
+      std::vector<float> before = dense;
+      sluice::densify(part, std::span<float>(dense), cuts[r], cuts[r + 1]);
+      std::size_t const first = cuts[r] * block, last = std::min(cuts[r + 1] * block, extent);
+      for (std::size_t i = 0; i < extent; ++i) {
+        if (i >= first && i < last) continue;
+        REQUIRE(dense[i] == before[i]);  // untouched outside the range
+      }
+    }
+    CHECK(dense == want);
+  }
+}
+
+TEST_CASE("densify rejects entries outside its range or out of order") {
+  std::vector<std::uint32_t> idx{2, 5};
+  std::vector<float> val{1, 2};
+  std::vector<float> dense(10, 7.0f);
+  sluice::sparse_view<float const> v{idx, val, 10};
+  CHECK_THROWS_WITH_AS(sluice::densify(v, std::span<float>(dense), 3, 10), doctest::Contains("outside"), sluice::error);
+  CHECK_THROWS_WITH_AS(sluice::densify(v, std::span<float>(dense), 0, 5), doctest::Contains("outside"), sluice::error);
+  CHECK_THROWS_AS(sluice::densify(v, std::span<float>(dense), 6, 4), sluice::error);
+  CHECK_THROWS_AS(sluice::densify(v, std::span<float>(dense).first(9), 0, 10), sluice::error);
+  idx = {4, 3, 5};
+  val = {1, 2, 3};
+  sluice::sparse_view<float const> bad{idx, val, 10};
+  CHECK_THROWS_WITH_AS(sluice::densify(bad, std::span<float>(dense), 0, 10), doctest::Contains("not past"),
+                       sluice::error);
+  idx = {0, 3};  // block 3 of size 4 starts past an extent of 10
+  val = std::vector<float>(8, 1.0f);
+  sluice::sparse_view<float const> past{idx, val, 10, 4};
+  CHECK_THROWS_WITH_AS(sluice::densify(past, std::span<float>(dense), 0, 4), doctest::Contains("past the extent"),
+                       sluice::error);
+  sluice::sparse_view<float const> none{std::span<std::uint32_t const>{}, std::span<float const>{}, 10};
+  dense.assign(10, 7.0f);
+  sluice::densify(none, std::span<float>(dense), 2, 4);
+  CHECK(dense == std::vector<float>{7, 7, 0, 0, 7, 7, 7, 7, 7, 7});
 }

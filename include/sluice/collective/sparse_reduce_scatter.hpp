@@ -73,20 +73,18 @@ namespace detail {
 
 /// The collective, chunk by chunk (opt.chunk_elements; detail::overlap_chunks): the encode, the
 /// local decode and the reduce-phase frames of chunk c + 1 are made on a helper thread while chunk
-/// c is exchanged. Two hooks for the caller's output: `clear(c)` runs once chunk c of `in` is read
-/// (after its frames are made when chunked, else once the reduce phase's messages are on their
-/// way, overlapping the wire), `range_ready(c, j)` as soon as ws.ranges[j] holds the final sum of
-/// rank j's range of chunk c (block indices relative to the chunk).
-template <Transport T, class C, class Clear, class RangeReady>
+/// c is exchanged. The caller's output is written by `range_ready(c, j, lo, hi)`, called as soon as
+/// ws.ranges[j] holds the final sum of rank j's range of chunk c: blocks [lo, hi) of the chunk (its
+/// block indices are relative to the chunk). Chunk c of `in` has been read by then.
+template <Transport T, class C, class RangeReady>
 void sparse_reduce_scatter_core(T& t, C const& codec, std::span<float const> in, collective_context const& ctx,
-                                reduce_scatter_workspace<C>& ws, sparse_allgather_options const& opt, Clear&& clear,
+                                reduce_scatter_workspace<C>& ws, sparse_allgather_options const& opt,
                                 RangeReady&& range_ready) {
   char const* const what = "sparse_reduce_scatter";
   int const world = t.size(), r = t.rank();
   auto const w = static_cast<std::size_t>(world), ur = static_cast<std::size_t>(r);
   deadline const d = deadline::after(ctx.timeout);
   detail::chunking const ch(in.size(), opt.chunk_elements);
-  bool const chunked = ch.count > 1;
   ws.chunk.resize(ch.count);
   ws.ag.own.resize(ch.count);
   ws.recv.resize(w);
@@ -128,7 +126,6 @@ void sparse_reduce_scatter_core(T& t, C const& codec, std::span<float const> in,
       detail::write_sparse_frame(cp.send[j], idx.subspan(a, b - a), val.subspan(a * block, (b - a) * block), block,
                                  head(n));
     }
-    if (chunked) clear(c);
   };
   auto exchange = [&](std::size_t c) {
     auto& cp = ws.chunk[c];
@@ -153,7 +150,6 @@ void sparse_reduce_scatter_core(T& t, C const& codec, std::span<float const> in,
               cp.mine.indices().begin() + static_cast<std::ptrdiff_t>(cp.own_end), own.indices().begin());
     std::copy(cp.mine.values().begin() + static_cast<std::ptrdiff_t>(cp.own_begin * block),
               cp.mine.values().begin() + static_cast<std::ptrdiff_t>(cp.own_end * block), own.values().begin());
-    if (!chunked) clear(c);
     std::size_t const lo = detail::part_begin(blocks, w, ur), hi = detail::part_begin(blocks, w, ur + 1);
     ws.ag.sum.reset(n, opt.dense_above);
     for (std::size_t j = 0; j < w; ++j) {  // added in rank order as the parts arrive
@@ -181,7 +177,7 @@ void sparse_reduce_scatter_core(T& t, C const& codec, std::span<float const> in,
           } catch (error const& e) {
             detail::rethrow_with(e, what, ctx, r, static_cast<int>(j));
           }
-          range_ready(c, j);
+          range_ready(c, j, jlo, jhi);
         });
   };
   detail::overlap_chunks(ch.count, prepare, exchange);
@@ -200,15 +196,13 @@ void sparse_reduce_scatter(T& t, C const& codec, std::span<float const> in, std:
   require(out.size() == in.size(), errc::size_mismatch,
           "sparse_reduce_scatter: tensor {}: output of {} for input of {}", ctx.tensor, out.size(), in.size());
   detail::chunking const ch(in.size(), opt.chunk_elements);
-  auto chunk_out = [&](std::size_t c) { return out.subspan(ch.begin(c), ch.length(c)); };
-  // Chunk c of `in` is read before clear(c), so `out` may alias it; filled while bytes travel.
+  // Each range is written whole (its values and the zeros between them) in one forward pass as it
+  // arrives; the ranges tile the chunk, so no clearing pass comes before them. Chunk c of `in` is
+  // read by then, so `out` may alias it.
   detail::sparse_reduce_scatter_core(
-      t, codec, in, ctx, ws, opt,
-      [&](std::size_t c) {
-        auto o = chunk_out(c);
-        std::fill(o.begin(), o.end(), 0.0f);
-      },
-      [&](std::size_t c, std::size_t j) { scatter(std::as_const(ws.ranges[j]).view(), chunk_out(c), false); });
+      t, codec, in, ctx, ws, opt, [&](std::size_t c, std::size_t j, std::size_t lo, std::size_t hi) {
+        densify(std::as_const(ws.ranges[j]).view(), out.subspan(ch.begin(c), ch.length(c)), lo, hi);
+      });
 }
 
 /// As above, into a sparse result (the ranges of every chunk concatenated; sorted because chunks
@@ -220,14 +214,14 @@ void sparse_reduce_scatter(T& t, C const& codec, std::span<float const> in, spar
                            sparse_allgather_options const& opt = {}) {
   detail::chunking const ch(in.size(), opt.chunk_elements);
   std::size_t got = 0;  // ranges of the current chunk in so far
-  detail::sparse_reduce_scatter_core(
-      t, codec, in, ctx, ws, opt, [](std::size_t) {},
-      [&](std::size_t c, std::size_t) {
-        if (++got < ws.ranges.size()) return;
-        got = 0;
-        if (c == 0) out.reset(in.size(), ws.ranges[0].block_size());
-        for (auto const& part : ws.ranges) detail::append_shifted(out, part, ch.begin(c), "sparse_reduce_scatter", ctx);
-      });
+  detail::sparse_reduce_scatter_core(t, codec, in, ctx, ws, opt,
+                                     [&](std::size_t c, std::size_t, std::size_t, std::size_t) {
+                                       if (++got < ws.ranges.size()) return;
+                                       got = 0;
+                                       if (c == 0) out.reset(in.size(), ws.ranges[0].block_size());
+                                       for (auto const& part : ws.ranges)
+                                         detail::append_shifted(out, part, ch.begin(c), "sparse_reduce_scatter", ctx);
+                                     });
 }
 
 }  // namespace sluice

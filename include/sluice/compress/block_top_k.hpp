@@ -287,8 +287,10 @@ struct block_top_k {
     auto const f = read(msg, dense.size(), ws.indices, sizeof(T), element_type_of<T>);
     std::size_t const n = dense.size();
     if (!add) std::fill(dense.begin(), dense.end(), T(0.0f));
+    auto const ix = std::span<std::uint32_t const>(ws.indices).first(f.count);
     for (std::size_t j = 0; j < f.count; ++j) {
-      std::size_t const first = static_cast<std::size_t>(ws.indices[j]) * block;
+      sluice::detail::prefetch_scatter(ix, j, block, dense.data());
+      std::size_t const first = static_cast<std::size_t>(ix[j]) * block;
       std::size_t const len = std::min(block, n - first);
       std::byte const* src = f.values.data() + j * block * sizeof(T);
       if (!add) {

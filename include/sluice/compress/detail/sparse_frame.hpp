@@ -72,9 +72,11 @@ template <Element T>
 void apply_sparse(sparse_frame_view const& f, std::span<std::uint32_t const> idx, std::span<T> dense, bool add,
                   float scale = 1.0f) {
   if (!add) std::fill(dense.begin(), dense.end(), T(0.0f));
+  auto const ix = idx.first(f.count);
   for (std::size_t j = 0; j < f.count; ++j) {
+    sluice::detail::prefetch_scatter(ix, j, 1, dense.data());
     float const v = to_float(load_value<T>(f.values, j)) * scale;
-    T& d = dense[idx[j]];
+    T& d = dense[ix[j]];
     d = add ? from_float<T>(to_float(d) + v) : from_float<T>(v);
   }
 }
