@@ -157,3 +157,22 @@ TEST_CASE("densify rejects entries outside its range or out of order") {
   sluice::densify(none, std::span<float>(dense), 2, 4);
   CHECK(dense == std::vector<float>{7, 7, 0, 0, 7, 7, 7, 7, 7, 7});
 }
+
+TEST_CASE("sparse_buffer::resize zeroes what it adds; resize_for_overwrite only sizes") {
+  sluice::sparse_buffer<float> b(100, 2);
+  b.resize(10);
+  std::fill(b.values().begin(), b.values().end(), 5.0f);
+  std::fill(b.indices().begin(), b.indices().end(), 7u);
+  b.resize(2);
+  b.resize(10);  // storage already holds 5s and 7s: the new entries must still read as zero
+  CHECK(b.values()[3] == 5.0f);
+  CHECK(std::all_of(b.values().begin() + 4, b.values().end(), [](float v) { return v == 0.0f; }));
+  CHECK(std::all_of(b.indices().begin() + 2, b.indices().end(), [](std::uint32_t i) { return i == 0; }));
+  auto const* before = b.values().data();
+  b.resize(1);
+  b.resize_for_overwrite(8);
+  CHECK(b.nnz() == 8);
+  CHECK(b.values().size() == 16);
+  CHECK(b.values().data() == before);
+  CHECK(b.values()[0] == 5.0f);  // kept entries are kept
+}

@@ -54,7 +54,7 @@ class sparse_sum {
       block_ = p.block_size();
       blocks_ = block_ == 0 ? 0 : (extent_ + block_ - 1) / block_;
       acc_.reset(extent_, block_);
-      acc_.resize(p.nnz());
+      acc_.resize_for_overwrite(p.nnz());
       std::copy(p.indices().begin(), p.indices().end(), acc_.indices().begin());
       std::transform(p.values().begin(), p.values().end(), acc_.values().begin(), [](float v) { return 0.0f + v; });
     } else if (dense_mode_) {
@@ -79,7 +79,7 @@ class sparse_sum {
     std::size_t nnz = 0;
     for (auto m : marks_) nnz += m;
     out.reset(extent_, block_);
-    out.resize(nnz);
+    out.resize_for_overwrite(nnz);
     std::size_t k = 0;
     for (std::size_t b = 0; b < blocks_; ++b) {
       if (!marks_[b]) continue;
@@ -112,10 +112,24 @@ class sparse_sum {
     auto const av = a.values(), pv = p.values();
     std::size_t const b = block_;
     next_.reset(extent_, b);
-    next_.resize(ai.size() + pi.size());
+    next_.resize_for_overwrite(ai.size() + pi.size());
     auto ni = next_.indices();
     auto nv = next_.values();
     std::size_t i = 0, j = 0, k = 0;
+    if (b == 1) {
+      // Element lists interleave at random: selects instead of branches while both have entries.
+      while (i < ai.size() && j < pi.size()) {
+        std::uint32_t const x = ai[i], y = pi[j];
+        bool const ta = x <= y, tp = y <= x;
+        float const va = av[i], vp = pv[j];
+        float const both = va + vp, only_p = 0.0f + vp;
+        nv[k] = ta ? (tp ? both : va) : only_p;
+        ni[k] = ta ? x : y;
+        i += ta;
+        j += tp;
+        ++k;
+      }
+    }
     while (i < ai.size() || j < pi.size()) {
       bool const take_a = j == pi.size() || (i < ai.size() && ai[i] <= pi[j]);
       bool const take_p = i == ai.size() || (j < pi.size() && pi[j] <= ai[i]);
@@ -131,7 +145,7 @@ class sparse_sum {
       i += take_a;
       j += take_p;
     }
-    next_.resize(k);
+    next_.resize_for_overwrite(k);
     std::swap(acc_, next_);
   }
 
@@ -153,7 +167,7 @@ inline void append_shifted(sparse_buffer<float>& out, sparse_buffer<float> const
           first, part.block_size());
   std::size_t const k = out.nnz();
   auto const shift = static_cast<std::uint32_t>(first / b);
-  out.resize(k + part.nnz());
+  out.resize_for_overwrite(k + part.nnz());
   std::transform(part.indices().begin(), part.indices().end(), out.indices().begin() + static_cast<std::ptrdiff_t>(k),
                  [shift](std::uint32_t i) { return i + shift; });
   std::copy(part.values().begin(), part.values().end(), out.values().begin() + static_cast<std::ptrdiff_t>(k * b));

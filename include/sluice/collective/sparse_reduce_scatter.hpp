@@ -60,7 +60,7 @@ inline void read_sparse_frame(wire::frame const& f, std::size_t extent, std::siz
           vals.size(), block);
   std::size_t const nnz = vals.size() / (4 * block);
   out.reset(extent, block);
-  out.resize(nnz);
+  out.resize_for_overwrite(nnz);
   wire::decode_sorted_indices(f.section(1), hi, out.indices());
   require(nnz == 0 || out.indices()[0] >= lo, errc::malformed_message, "index {} below the range [{}, {})",
           nnz ? out.indices()[0] : 0u, lo, hi);
@@ -145,7 +145,7 @@ void sparse_reduce_scatter_core(T& t, C const& codec, std::span<float const> in,
     }
     auto& own = ws.parts[ur];
     own.reset(n, block);
-    own.resize(cp.own_end - cp.own_begin);
+    own.resize_for_overwrite(cp.own_end - cp.own_begin);
     std::copy(cp.mine.indices().begin() + static_cast<std::ptrdiff_t>(cp.own_begin),
               cp.mine.indices().begin() + static_cast<std::ptrdiff_t>(cp.own_end), own.indices().begin());
     std::copy(cp.mine.values().begin() + static_cast<std::ptrdiff_t>(cp.own_begin * block),

@@ -244,7 +244,7 @@ struct block_top_k {
                      sparse_buffer<T>& out) const {
     auto const f = read(msg, compress_detail::any_extent, ws.indices, sizeof(T), element_type_of<T>);
     out.reset(f.extent, block);
-    out.resize(f.count);
+    out.resize_for_overwrite(f.count);
     std::copy_n(ws.indices.begin(), f.count, out.indices().begin());
     if (f.count != 0) std::memcpy(out.values().data(), f.values.data(), f.values.size());
   }

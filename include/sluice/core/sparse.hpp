@@ -6,9 +6,12 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <new>
 #include <span>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <sluice/core/error.hpp>
@@ -65,6 +68,32 @@ struct sparse_view {
   }
 };
 
+namespace detail {
+
+/// std::allocator whose value-less construct default-initializes: a vector of trivial elements
+/// then grows without writing zeros (sparse_buffer::resize_for_overwrite).
+template <class T>
+struct default_init_allocator : std::allocator<T> {
+  using value_type = T;
+  template <class U>
+  struct rebind {
+    using other = default_init_allocator<U>;
+  };
+  default_init_allocator() = default;
+  template <class U>
+  constexpr default_init_allocator(default_init_allocator<U> const&) noexcept {}
+  template <class U>
+  void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    std::construct_at(p, std::forward<Args>(args)...);
+  }
+};
+
+}  // namespace detail
+
 /// Owning storage for a sparse tensor; capacity grows only on demand, so a buffer reused with
 /// the same or smaller nnz never reallocates.
 template <class T, SparseIndex Index = std::uint32_t>
@@ -77,6 +106,12 @@ class sparse_buffer {
 
   /// Sets the number of entries; contents of new entries are value-initialized.
   void resize(std::size_t nnz) {
+    indices_.resize(nnz, Index{});
+    values_.resize(nnz * block_size_, T{});
+  }
+  /// Sets the number of entries, leaving new ones unwritten (indeterminate): for a caller that
+  /// writes every index and value before anything reads them. Saves the zero-fill of resize.
+  void resize_for_overwrite(std::size_t nnz) {
     indices_.resize(nnz);
     values_.resize(nnz * block_size_);
   }
@@ -108,8 +143,8 @@ class sparse_buffer {
   friend bool operator==(sparse_buffer const&, sparse_buffer const&) = default;
 
  private:
-  std::vector<Index> indices_;
-  std::vector<T> values_;
+  std::vector<Index, detail::default_init_allocator<Index>> indices_;
+  std::vector<T, detail::default_init_allocator<T>> values_;
   std::size_t extent_ = 0;
   std::size_t block_size_ = 1;
 };

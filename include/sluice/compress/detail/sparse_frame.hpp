@@ -86,7 +86,7 @@ template <Element T>
 void to_sparse_buffer(sparse_frame_view const& f, std::span<std::uint32_t const> idx, std::size_t extent,
                       sparse_buffer<T>& out, float scale = 1.0f) {
   out.reset(extent, 1);
-  out.resize(f.count);
+  out.resize_for_overwrite(f.count);
   auto oi = out.indices();
   auto ov = out.values();
   std::copy_n(idx.begin(), f.count, oi.begin());
