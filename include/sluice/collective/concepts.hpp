@@ -10,6 +10,7 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <thread>
 #include <vector>
@@ -249,6 +250,38 @@ std::size_t ring_allgather(T& t, std::vector<std::vector<std::byte>>& messages, 
     arrive(origin);
   }
   for (auto& q : requests) wait_send(t, q, left, d, what, ctx);
+  return sent;
+}
+
+/// Exchange of distinct messages, one for each peer, in N-1 shifted steps (the pairwise
+/// algorithm): at step k rank r sends message(r + k) to rank r + k and receives from rank r - k,
+/// and starts step k + 1's send only once step k's has completed. All ranks being at the same step,
+/// every link then carries about one flow at a time instead of N-1 at once (concurrent flows fill a
+/// tbf-shaped link to 0.62-0.79 where one reaches 0.95; docs/performance/collective.md).
+/// `message(j)` must stay valid until the call returns; `between(k)` runs once step k's send has
+/// started (local work that overlaps the wire: encoding the next message); rank r - k's message is
+/// received into buffer(r - k), checked against `expect(r - k)`, then `use(r - k)` runs, so uses
+/// come in the order r - 1, r - 2, ... Returns the bytes sent.
+template <Transport T, class Message, class Buffer, class Expect, class Between, class Use>
+std::size_t pairwise_exchange(T& t, message_tag tag, collective_context const& ctx, deadline d, char const* what,
+                              Message&& message, Buffer&& buffer, Expect&& expect, Between&& between, Use&& use) {
+  int const world = t.size(), r = t.rank();
+  std::size_t sent = 0;
+  std::optional<typename T::request> pending;
+  int pending_peer = -1;
+  for (int k = 1; k < world; ++k) {
+    int const to = (r + k) % world, from = (r + world - k) % world;
+    if (pending) wait_send(t, *pending, pending_peer, d, what, ctx);
+    std::span<std::byte const> const m = message(static_cast<std::size_t>(to));
+    pending.emplace(start_send(t, to, tag, m, what, ctx));
+    pending_peer = to;
+    sent += m.size();
+    between(k);
+    auto const j = static_cast<std::size_t>(from);
+    (void)recv_checked(t, from, tag, buffer(j), d, expect(j), what, ctx);
+    use(j);
+  }
+  if (pending) wait_send(t, *pending, pending_peer, d, what, ctx);
   return sent;
 }
 

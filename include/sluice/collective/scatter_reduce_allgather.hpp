@@ -1,7 +1,8 @@
 // Compressed scatter-reduce-allgather (CGX, Markov et al., Middleware'22, section 4): rank j reduces
 // chunk j of everyone's encoded gradient, re-encodes the sum once, and every rank — the owner too —
 // decodes the same final bytes. Each element is encoded exactly twice whatever N is, and replicas
-// stay bit-identical (CGX's own owner kept its unquantized sum, so replicas drifted).
+// stay bit-identical (CGX's own owner kept its unquantized sum, so replicas drifted). The first
+// phase, distinct chunks for distinct owners, runs in shifted steps (detail::pairwise_exchange).
 #pragma once
 
 #include <algorithm>
@@ -31,7 +32,8 @@ constexpr std::size_t scatter_reduce_allgather_bytes(std::size_t chunk_bytes, in
   return world <= 1 ? 0 : 2 * static_cast<std::size_t>(world - 1) * chunk_bytes;
 }
 
-/// Sums `in` over ranks into `out` through two encodings per element. Any Codec works; built for
+/// Sums `in` over ranks into `out` through two encodings per element (the owner of chunk j adds its
+/// own part first, then those of ranks j-1, j-2, ...). Any Codec works; built for
 /// quantizers (codec_traits<C>::is_quantizer), whose chunks keep their compression ratio. `in` and
 /// `out` may alias. Every rank's `out` holds the same bits.
 template <Transport T, class C>
@@ -54,35 +56,39 @@ void scatter_reduce_allgather(T& t, C const& codec, std::span<float const> in, s
     return std::pair{b, detail::part_begin(n, w, j + 1) - b};
   };
   std::size_t const my_len = range(ur).second;
-  // Phase 1: encode chunk j for its owner j (salted per chunk, so random codecs draw independent
-  // streams) and send it at once, right neighbour first, so that the first bytes leave after one
-  // chunk's encode and every link carries one chunk from the start.
-  std::vector<typename T::request> reqs;
-  reqs.reserve(w);
-  for (std::size_t k = 1; k <= w; ++k) {
-    std::size_t const j = (ur + k) % w;
-    auto const [b, len] = range(j);
-    auto& buf = j == ur ? ws.recv[ur] : ws.send[j];
-    detail::encode_into(codec, in.subspan(b, len), detail::encode_ctx(ctx, r, 1 + j), ws.encode, buf);
-    if (j != ur) {
-      reqs.push_back(detail::start_send(t, static_cast<int>(j), ctx.tag, buf, what, ctx));
-      ws.sent_bytes += buf.size();
-    }
-  }
-  // Phase 2: reduce my chunk in rank order, each part added as soon as it is in; encode the sum once.
+  // Phases 1 and 2: chunk j, encoded for its owner j (salted per chunk, so random codecs draw
+  // independent streams), goes to j in shifted steps (detail::pairwise_exchange: one flow per link);
+  // I add the decodings of my chunk in a fixed order, my own first, then rank r-1, r-2, ..., each
+  // as it arrives, and encode the sum once. The next chunk is encoded while the current one travels.
   wire::expectation const expect1{.tensor = ctx.tensor, .step = ctx.step, .extent = my_len};
-  ws.acc.assign(my_len, 0.0f);
-  for (std::size_t j = 0; j < w; ++j) {
-    if (j != ur) (void)detail::recv_checked(t, static_cast<int>(j), ctx.tag, ws.recv[j], d, expect1, what, ctx);
+  auto encode_for = [&](std::size_t j) {
+    auto const [b, len] = range(j);
+    detail::encode_into(codec, in.subspan(b, len), detail::encode_ctx(ctx, r, 1 + j), ws.encode,
+                        j == ur ? ws.recv[ur] : ws.send[j]);
+  };
+  auto add = [&](std::size_t j) {
     try {
       codec.decode_add(std::span<std::byte const>(ws.recv[j]), detail::encode_ctx(ctx, static_cast<int>(j), 1 + ur),
                        ws.decode, std::span<float>(ws.acc));
     } catch (error const& e) {
       detail::rethrow_with(e, what, ctx, r, static_cast<int>(j));
     }
-  }
-  for (std::size_t i = 0; i < reqs.size(); ++i) detail::wait_send(t, reqs[i], -1, d, what, ctx);
-  reqs.clear();
+  };
+  auto own = [&] {
+    encode_for(ur);
+    add(ur);
+  };
+  ws.acc.assign(my_len, 0.0f);
+  if (world > 1) encode_for((ur + 1) % w);
+  ws.sent_bytes += detail::pairwise_exchange(
+      t, ctx.tag, ctx, d, what, [&](std::size_t j) { return std::span<std::byte const>(ws.send[j]); },
+      [&](std::size_t j) -> std::vector<std::byte>& { return ws.recv[j]; }, [&](std::size_t) { return expect1; },
+      [&](int k) {
+        if (k == 1) own();
+        if (k + 1 < world) encode_for((ur + static_cast<std::size_t>(k) + 1) % w);
+      },
+      add);
+  if (world == 1) own();
   detail::encode_into(codec, std::span<float const>(ws.acc), detail::encode_ctx(ctx, r, 1 + w + ur), ws.encode,
                       ws.final[ur]);
   // Phase 3: allgather the final chunks around the ring; everyone decodes the same bytes, my own
