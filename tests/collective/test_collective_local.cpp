@@ -180,3 +180,46 @@ TEST_CASE("fault: mismatched layouts across ranks -> an error naming the tensor"
     CHECK(named);
   }
 }
+
+TEST_CASE("pairwise exchange: every rank gets each peer's own message, from r-1, r-2, ... in that order") {
+  for (int n = 1; n <= 6; ++n) {
+    CAPTURE(n);
+    std::vector<std::vector<int>> order(static_cast<std::size_t>(n));
+    auto errors = test::run_local(n, [&](local_transport& t) {
+      auto const w = static_cast<std::size_t>(n), r = static_cast<std::size_t>(t.rank());
+      collective_context const ctx{.step = 3, .tensor = 4, .timeout = 20s};
+      wire::header const h{
+          .codec = wire::codec_id::identity, .element = element_type::f32, .tensor = 4, .step = 3, .extent = 2};
+      std::vector<std::vector<std::byte>> send(w), recv(w);
+      for (std::size_t j = 0; j < w; ++j) {
+        float const v[2] = {static_cast<float>(r), static_cast<float>(j)};  // from r, for j
+        detail::write_dense_frame(send[j], v, h);
+      }
+      std::vector<int> steps;
+      auto& got = order[r];
+      std::size_t const sent = detail::pairwise_exchange(
+          t, message_tag{5}, ctx, deadline::after(20s), "test",
+          [&](std::size_t j) { return std::span<std::byte const>(send[j]); },
+          [&](std::size_t j) -> std::vector<std::byte>& { return recv[j]; },
+          [&](std::size_t) { return wire::expectation{.tensor = 4, .step = 3, .extent = 2}; },
+          [&](int k) { steps.push_back(k); },
+          [&](std::size_t j) {
+            float v[2] = {};
+            wire::read_array(wire::parse(recv[j], {.tensor = 4, .step = 3, .extent = 2}).section(0),
+                             std::span<float>(v), "test");
+            REQUIRE(v[0] == static_cast<float>(j));  // from j
+            REQUIRE(v[1] == static_cast<float>(r));  // meant for me
+            got.push_back(static_cast<int>(j));
+          });
+      CHECK(sent == (w - 1) * send[0].size());
+      CHECK(steps.size() == w - 1);
+      for (std::size_t k = 0; k < steps.size(); ++k) CHECK(steps[k] == static_cast<int>(k + 1));
+    });
+    for (auto const& e : errors) CHECK(!outcome_of(e).threw);
+    for (int r = 0; r < n; ++r) {
+      auto const& got = order[static_cast<std::size_t>(r)];
+      REQUIRE(got.size() == static_cast<std::size_t>(n - 1));
+      for (int k = 1; k < n; ++k) CHECK(got[static_cast<std::size_t>(k - 1)] == (r - k + n) % n);
+    }
+  }
+}
