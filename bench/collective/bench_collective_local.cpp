@@ -38,37 +38,35 @@ void BM_local_ring_allreduce(benchmark::State& state) {
   });
 }
 
-void BM_local_sparse_allgather_top_k(benchmark::State& state) {
+// A collective from each rank's gradient into a dense output of its own: `call(t, in, out, ws)`
+// with one Workspace per rank.
+template <class Workspace, class Call>
+void dense_out_on_local_world(benchmark::State& state, Call&& call) {
   auto const n = static_cast<std::size_t>(state.range(0));
   std::vector<std::vector<float>> g(4), out(4, std::vector<float>(n));
-  std::vector<allgather_workspace<top_k>> ws(4);
+  std::vector<Workspace> ws(4);
   for (int r = 0; r < 4; ++r) g[static_cast<std::size_t>(r)] = bench::rank_gradient(r, n);
   on_local_world(state, n, [&](local_transport& t) {
     auto const r = static_cast<std::size_t>(t.rank());
-    sparse_allgather(t, top_k{.ratio = 0.01}, std::span<float const>(g[r]), std::span<float>(out[r]), {}, ws[r]);
+    call(t, std::span<float const>(g[r]), std::span<float>(out[r]), ws[r]);
+  });
+}
+
+void BM_local_sparse_allgather_top_k(benchmark::State& state) {
+  dense_out_on_local_world<allgather_workspace<top_k>>(state, [](local_transport& t, auto in, auto out, auto& ws) {
+    sparse_allgather(t, top_k{.ratio = 0.01}, in, out, {}, ws);
   });
 }
 
 void BM_local_sparse_reduce_scatter_top_k(benchmark::State& state) {
-  auto const n = static_cast<std::size_t>(state.range(0));
-  std::vector<std::vector<float>> g(4), out(4, std::vector<float>(n));
-  std::vector<reduce_scatter_workspace<top_k>> ws(4);
-  for (int r = 0; r < 4; ++r) g[static_cast<std::size_t>(r)] = bench::rank_gradient(r, n);
-  on_local_world(state, n, [&](local_transport& t) {
-    auto const r = static_cast<std::size_t>(t.rank());
-    sparse_reduce_scatter(t, top_k{.ratio = 0.01}, std::span<float const>(g[r]), std::span<float>(out[r]), {}, ws[r]);
+  dense_out_on_local_world<reduce_scatter_workspace<top_k>>(state, [](local_transport& t, auto in, auto out, auto& ws) {
+    sparse_reduce_scatter(t, top_k{.ratio = 0.01}, in, out, {}, ws);
   });
 }
 
 void BM_local_scatter_reduce_allgather_maxmin4(benchmark::State& state) {
-  auto const n = static_cast<std::size_t>(state.range(0));
-  std::vector<std::vector<float>> g(4), out(4, std::vector<float>(n));
-  std::vector<sra_workspace<maxmin_quantize>> ws(4);
-  for (int r = 0; r < 4; ++r) g[static_cast<std::size_t>(r)] = bench::rank_gradient(r, n);
-  on_local_world(state, n, [&](local_transport& t) {
-    auto const r = static_cast<std::size_t>(t.rank());
-    scatter_reduce_allgather(t, maxmin_quantize{.bits = 4}, std::span<float const>(g[r]), std::span<float>(out[r]), {},
-                             ws[r]);
+  dense_out_on_local_world<sra_workspace<maxmin_quantize>>(state, [](local_transport& t, auto in, auto out, auto& ws) {
+    scatter_reduce_allgather(t, maxmin_quantize{.bits = 4}, in, out, {}, ws);
   });
 }
 
