@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <iterator>
 #include <span>
 #include <vector>
@@ -104,33 +105,61 @@ TEST_CASE("scatter over more entries than it prefetches ahead equals the element
 }
 
 TEST_CASE("densify writes a block range as zero-fill then scatter would, and nothing outside it") {
-  for (std::size_t const block : {std::size_t{1}, std::size_t{3}}) {
-    std::size_t const extent = 10'000;  // 3334 blocks of 3, the last holding 1 element
-    std::size_t const blocks = (extent + block - 1) / block;
-    random_sparse const s(blocks, block, 0.1, 5u + static_cast<std::uint32_t>(block));
-    // Four ranges that tile the blocks (the last one empty of entries past its end), as the
-    // reduce-scatter's owners do; each range densified from its own slice of the entries.
-    std::size_t const cuts[] = {0, blocks / 5, blocks / 2, blocks / 2, blocks};
-    std::vector<float> dense(extent, -1.0f), want(extent, 0.0f);
-    for (std::size_t j = 0; j < s.idx.size(); ++j)
-      for (std::size_t e = 0; e < block && s.idx[j] * block + e < extent; ++e)
-        want[s.idx[j] * block + e] = s.val[j * block + e];
-    for (std::size_t r = 0; r + 1 < std::size(cuts); ++r) {
-      auto const lo = std::lower_bound(s.idx.begin(), s.idx.end(), cuts[r]) - s.idx.begin();
-      auto const hi = std::lower_bound(s.idx.begin(), s.idx.end(), cuts[r + 1]) - s.idx.begin();
-      auto const k = static_cast<std::size_t>(lo), m = static_cast<std::size_t>(hi - lo);
-      sluice::sparse_view<float const> part{std::span(s.idx).subspan(k, m),
-                                            std::span(s.val).subspan(k * block, m * block), extent, block};
-      std::vector<float> before = dense;
-      sluice::densify(part, std::span<float>(dense), cuts[r], cuts[r + 1]);
-      std::size_t const first = cuts[r] * block, last = std::min(cuts[r + 1] * block, extent);
-      for (std::size_t i = 0; i < extent; ++i) {
-        if (i >= first && i < last) continue;
-        REQUIRE(dense[i] == before[i]);  // untouched outside the range
+  // Both paths (in place, and tiles built in a scratch and streamed out), blocks of 1, 3 and 5
+  // elements (the latter two straddle the 16 KiB tiles), and a dense span starting 0, 1 or 7
+  // floats past a line boundary (the streamed path writes a head up to the first boundary in place).
+  for (std::size_t const block : {std::size_t{1}, std::size_t{3}, std::size_t{5}}) {
+    for (std::size_t const stream_bytes : {std::size_t{0}, SIZE_MAX}) {
+      for (std::size_t const shift : {std::size_t{0}, std::size_t{1}, std::size_t{7}}) {
+        CAPTURE(block);
+        CAPTURE(stream_bytes);
+        CAPTURE(shift);
+        std::size_t const extent = 50'003;  // a partial last block for blocks of 3 and 5
+        std::size_t const blocks = (extent + block - 1) / block;
+        random_sparse const s(blocks, block, 0.05, 5u + static_cast<std::uint32_t>(block));
+        // Four ranges that tile the blocks (one of them empty), as the reduce-scatter's owners do;
+        // each range densified from its own slice of the entries.
+        std::size_t const cuts[] = {0, blocks / 5, blocks / 2, blocks / 2, blocks};
+        std::vector<float> storage(extent + 16, -1.0f), want(extent, 0.0f);
+        auto const base = static_cast<std::size_t>(reinterpret_cast<std::uintptr_t>(storage.data()) % 64 / 4);
+        std::span<float> dense(storage.data() + (16 - base + shift) % 16, extent);
+        for (std::size_t j = 0; j < s.idx.size(); ++j)
+          for (std::size_t e = 0; e < block && s.idx[j] * block + e < extent; ++e)
+            want[s.idx[j] * block + e] = s.val[j * block + e];
+        for (std::size_t r = 0; r + 1 < std::size(cuts); ++r) {
+          auto const lo = std::lower_bound(s.idx.begin(), s.idx.end(), cuts[r]) - s.idx.begin();
+          auto const hi = std::lower_bound(s.idx.begin(), s.idx.end(), cuts[r + 1]) - s.idx.begin();
+          auto const k = static_cast<std::size_t>(lo), m = static_cast<std::size_t>(hi - lo);
+          sluice::sparse_view<float const> part{std::span(s.idx).subspan(k, m),
+                                                std::span(s.val).subspan(k * block, m * block), extent, block};
+          std::vector<float> const before(dense.begin(), dense.end());
+          sluice::detail::densify(part, dense, cuts[r], cuts[r + 1], stream_bytes);
+          std::size_t const first = cuts[r] * block, last = std::min(cuts[r + 1] * block, extent);
+          for (std::size_t i = 0; i < extent; ++i) {
+            if (i >= first && i < last) continue;
+            REQUIRE(dense[i] == before[i]);  // untouched outside the range
+          }
+        }
+        CHECK(std::equal(dense.begin(), dense.end(), want.begin(), want.end()));
       }
     }
-    CHECK(dense == want);
   }
+}
+
+TEST_CASE("densify streams ranges from densify_stream_bytes up, with the same result") {
+  std::size_t const extent = sluice::detail::densify_stream_bytes / sizeof(double) + 1001;
+  random_sparse const s(extent, 1, 0.01, 77u);
+  std::vector<double> val(s.val.begin(), s.val.end()), dense(extent, -1.0), want(extent, 0.0);
+  sluice::sparse_view<double const> v{s.idx, val, extent};
+  for (std::size_t j = 0; j < s.idx.size(); ++j) want[s.idx[j]] = val[j];
+  sluice::densify(v, std::span<double>(dense), 0, extent);
+  CHECK(dense == want);
+  // Out of order inside a streamed tile: rejected, as on the in-place path.
+  std::vector<std::uint32_t> idx(s.idx);
+  std::swap(idx[idx.size() / 2], idx[idx.size() / 2 + 1]);
+  sluice::sparse_view<double const> bad{idx, val, extent};
+  CHECK_THROWS_WITH_AS(sluice::densify(bad, std::span<double>(dense), 0, extent), doctest::Contains("not past"),
+                       sluice::error);
 }
 
 TEST_CASE("densify rejects entries outside its range or out of order") {

@@ -6,6 +6,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <span>
@@ -14,7 +15,9 @@
 #include <utility>
 #include <vector>
 
+#include <sluice/config.hpp>
 #include <sluice/core/error.hpp>
+#include <sluice/core/simd.hpp>
 
 namespace sluice {
 
@@ -185,14 +188,163 @@ void scatter(sparse_view<T const, Index> s, std::span<U> dense, bool accumulate)
   }
 }
 
-/// Writes blocks [first_block, last_block) of the dense form of `s` into `dense` in one forward
-/// pass: the listed blocks' values, zero between them (elements past the extent are not written).
-/// The same bits as zero-filling that range and then scattering `s` with overwrite, without a
-/// second, random-access pass over it: the range is cleared a tile (about 16 KiB, whole blocks)
-/// at a time and that tile's entries are stored while it is in L1. Every index of `s` must lie in
-/// the range and follow the one before (checked; errc::invalid_argument).
+namespace detail {
+
+/// Ranges of at least this many bytes are densified with streaming (non-temporal) stores: each
+/// tile is built in an L1 scratch and written out whole, so the range's lines are never read for
+/// ownership first (half the memory traffic of clearing them in place). A range of a core's L2
+/// or more does not stay close to the caller anyway (the reduce-scatter writes 2^24 floats in
+/// ranges of 2-16 MiB); smaller ones are written in place and stay cached.
+inline constexpr std::size_t densify_stream_bytes = std::size_t{1} << 20;
+
+#if SLUICE_HAVE_AVX512_TARGET
+SLUICE_TARGET_AVX512 inline void stream_lines_avx512(std::byte* SLUICE_RESTRICT dst,
+                                                     std::byte const* SLUICE_RESTRICT src, std::size_t bytes) noexcept {
+  for (std::size_t i = 0; i < bytes; i += 64)
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + i), _mm512_load_si512(src + i));
+}
+#endif
+
+/// Copies `bytes` (a multiple of 64) from the 64-byte-aligned `src` to the 64-byte-aligned `dst`
+/// with non-temporal stores where the target has them (stream_fence() before anyone else reads
+/// `dst`), plain stores elsewhere.
+inline void stream_lines(std::byte* SLUICE_RESTRICT dst, std::byte const* SLUICE_RESTRICT src,
+                         std::size_t bytes) noexcept {
+#if SLUICE_HAVE_AVX512_TARGET
+  if (use_avx512()) return stream_lines_avx512(dst, src, bytes);
+#endif
+#if defined(__SSE2__)
+  for (std::size_t i = 0; i < bytes; i += 16)
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), _mm_load_si128(reinterpret_cast<__m128i const*>(src + i)));
+#else
+  std::memcpy(dst, src, bytes);
+#endif
+}
+
+/// Orders the streaming stores issued so far before any later store (x86 `sfence`): run on every
+/// way out of a function that streamed, exceptions included.
+struct stream_fence {
+  stream_fence() = default;
+  stream_fence(stream_fence const&) = delete;
+  stream_fence& operator=(stream_fence const&) = delete;
+  ~stream_fence() {
+#if defined(__SSE2__)
+    _mm_sfence();
+#endif
+  }
+};
+
+/// Walks the entries of `s` in order and writes the elements of the dense form that fall in a
+/// window [t0, t1) into out[i - t0] (which the caller has zeroed), window after window; a block
+/// may straddle two windows. Checks that every index follows the one before.
 template <class T, SparseIndex Index, class U>
-void densify(sparse_view<T const, Index> s, std::span<U> dense, std::size_t first_block, std::size_t last_block) {
+struct densify_cursor {
+  sparse_view<T const, Index> s;
+  std::size_t pos;    ///< end of the last block written whole
+  std::size_t j = 0;  ///< next entry
+  std::size_t e = 0;  ///< its first element not yet written
+
+  void write(U* out, std::size_t t0, std::size_t t1) {
+    std::size_t const b = s.block_size;
+    if (b == 1) {  // element indices: the common case, a few instructions an entry
+      std::size_t const n = s.indices.size();
+      Index const* SLUICE_RESTRICT ix = s.indices.data();
+      T const* SLUICE_RESTRICT v = s.values.data();
+      std::size_t jj = j, p = pos;
+      for (; jj < n; ++jj) {
+        auto const i = static_cast<std::size_t>(ix[jj]);
+        if (i >= t1) break;
+        if (i < p) [[unlikely]] {
+          j = jj;
+          throw_error(errc::invalid_argument, "densify: index {} at position {} is not past the one before", i, jj);
+        }
+        out[i - t0] = static_cast<U>(v[jj]);
+        p = i + 1;
+      }
+      j = jj;
+      pos = p;
+      return;
+    }
+    while (j < s.indices.size()) {
+      std::size_t const base = static_cast<std::size_t>(s.indices[j]) * b;
+      if (base + e >= t1) return;
+      if (e == 0)
+        require(base >= pos, errc::invalid_argument, "densify: index {} at position {} is not past the one before",
+                static_cast<std::size_t>(s.indices[j]), j);
+      std::size_t const end = base + std::min(b, s.extent - base), stop = std::min(end, t1);
+      for (std::size_t k = base + e; k < stop; ++k) out[k - t0] = static_cast<U>(s.values[j * b + (k - base)]);
+      if (stop < end) {
+        e = stop - base;
+        return;
+      }
+      pos = end;
+      ++j;
+      e = 0;
+    }
+  }
+
+  /// Zeroes again what write(out, t0, t1) wrote, given the cursor (j0, e0) it started from.
+  void unwrite(U* out, std::size_t t0, std::size_t t1, std::size_t j0, std::size_t e0) const {
+    std::size_t const b = s.block_size;
+    if (b == 1) {
+      for (std::size_t jj = j0; jj < j; ++jj) out[static_cast<std::size_t>(s.indices[jj]) - t0] = U{};
+      return;
+    }
+    for (std::size_t jj = j0; jj < s.indices.size() && jj <= j; ++jj) {
+      std::size_t const base = static_cast<std::size_t>(s.indices[jj]) * b;
+      if (base >= t1) return;
+      std::size_t const lo = std::max(base + (jj == j0 ? e0 : 0), t0),
+                        hi = std::min(base + std::min(b, s.extent - base), t1);
+      for (std::size_t k = lo; k < hi; ++k) out[k - t0] = U{};
+    }
+  }
+};
+
+/// densify over elements [first, last), with streaming stores for the 64-byte-aligned tiles when
+/// `stream` (and U fits a cache line a whole number of times).
+template <class T, SparseIndex Index, class U>
+void densify_elements(sparse_view<T const, Index> s, U* d, std::size_t first, std::size_t last, bool stream) {
+  constexpr std::size_t tile = (std::size_t{16} << 10) / sizeof(U);  // about 16 KiB, L1-resident
+  densify_cursor<T, Index, U> cur{s, first};
+  auto in_place = [&](std::size_t t0, std::size_t t1) {
+    for (; t0 < t1; t0 += tile) {
+      std::size_t const t = std::min(t0 + tile, t1);
+      std::fill(d + t0, d + t, U{});
+      cur.write(d + t0, t0, t);
+    }
+  };
+  if constexpr (std::is_trivially_copyable_v<U> && 64 % sizeof(U) == 0) {
+    if (stream) {
+      // Head up to the first line boundary and the tail after the last whole tile: in place.
+      auto const mis = reinterpret_cast<std::uintptr_t>(d + first) % 64;
+      std::size_t const a = std::min(last, first + (64 - mis) % 64 / sizeof(U));
+      std::size_t const z = a + (last - a) / tile * tile;
+      in_place(first, a);
+      stream_fence const fence;
+      alignas(64) U scratch[tile];
+      std::fill(scratch, scratch + tile, U{});
+      for (std::size_t t0 = a; t0 < z; t0 += tile) {
+        std::size_t const j0 = cur.j, e0 = cur.e;
+        cur.write(scratch, t0, t0 + tile);
+        stream_lines(reinterpret_cast<std::byte*>(d + t0), reinterpret_cast<std::byte const*>(scratch), sizeof scratch);
+        cur.unwrite(scratch, t0, t0 + tile, j0, e0);
+      }
+      in_place(z, last);
+    } else {
+      in_place(first, last);
+    }
+  } else {
+    in_place(first, last);
+  }
+  require(cur.j == s.indices.size(), errc::invalid_argument, "densify: index {} at position {} is past the extent {}",
+          cur.j < s.indices.size() ? static_cast<std::size_t>(s.indices[cur.j]) : 0, cur.j, s.extent);
+}
+
+/// densify (below), streaming when the range has at least `stream_bytes` bytes (tests take both
+/// paths on small ranges).
+template <class T, SparseIndex Index, class U>
+void densify(sparse_view<T const, Index> s, std::span<U> dense, std::size_t first_block, std::size_t last_block,
+             std::size_t stream_bytes) {
   require(dense.size() == s.extent, errc::size_mismatch, "densify: dense size {} != extent {}", dense.size(), s.extent);
   std::size_t const b = s.block_size;
   require(first_block <= last_block && first_block * b <= s.extent, errc::invalid_argument,
@@ -201,25 +353,25 @@ void densify(sparse_view<T const, Index> s, std::span<U> dense, std::size_t firs
           errc::invalid_argument, "densify: indices [{}, {}] outside blocks [{}, {})",
           s.indices.empty() ? 0 : static_cast<std::size_t>(s.indices.front()),
           s.indices.empty() ? 0 : static_cast<std::size_t>(s.indices.back()), first_block, last_block);
-  U* const d = dense.data();
-  std::size_t const first = first_block * b, last = std::min(last_block * b, s.extent);
-  std::size_t const tile = std::max<std::size_t>(1, (std::size_t{16} << 10) / sizeof(U) / b) * b;  // whole blocks
-  std::size_t j = 0, pos = first;  // next entry; end of the last block written
-  for (std::size_t t0 = first; t0 < last; t0 += tile) {
-    std::size_t const t1 = std::min(t0 + tile, last);
-    std::fill(d + t0, d + t1, U{});
-    for (; j < s.indices.size(); ++j) {
-      std::size_t const base = static_cast<std::size_t>(s.indices[j]) * b;
-      if (base >= t1) break;
-      require(base >= pos, errc::invalid_argument, "densify: index {} at position {} is not past the one before",
-              static_cast<std::size_t>(s.indices[j]), j);
-      std::size_t const len = std::min(b, s.extent - base);
-      for (std::size_t e = 0; e < len; ++e) d[base + e] = static_cast<U>(s.values[j * b + e]);
-      pos = base + len;
-    }
-  }
-  require(j == s.indices.size(), errc::invalid_argument, "densify: index {} at position {} is past the extent {}",
-          j < s.indices.size() ? static_cast<std::size_t>(s.indices[j]) : 0, j, s.extent);
+  // last_block * b may not fit in size_t
+  std::size_t const first = first_block * b, last = last_block >= s.block_count() ? s.extent : last_block * b;
+  densify_elements(s, dense.data(), first, last, (last - first) * sizeof(U) >= stream_bytes);
+}
+
+}  // namespace detail
+
+/// Writes blocks [first_block, last_block) of the dense form of `s` into `dense` in one forward
+/// pass: the listed blocks' values, zero between them (elements past the extent are not written).
+/// The same bits as zero-filling that range and then scattering `s` with overwrite, without a
+/// second, random-access pass over it: the range is written a tile (about 16 KiB) at a time, and
+/// that tile's entries are stored while it is in L1. Ranges of detail::densify_stream_bytes and
+/// more build each tile in an L1 scratch and write it with streaming stores, so the range is not
+/// read from memory first (the result is then not in cache). Every index of `s` must lie in the
+/// range and follow the one before (checked; errc::invalid_argument; `dense` may then be partly
+/// written).
+template <class T, SparseIndex Index, class U>
+void densify(sparse_view<T const, Index> s, std::span<U> dense, std::size_t first_block, std::size_t last_block) {
+  detail::densify(s, dense, first_block, last_block, detail::densify_stream_bytes);
 }
 
 }  // namespace sluice
