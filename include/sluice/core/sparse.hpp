@@ -313,13 +313,18 @@ void densify_elements(sparse_view<T const, Index> s, U* d, std::size_t first, st
       cur.write(d + t0, t0, t);
     }
   };
-  if constexpr (std::is_trivially_copyable_v<U> && 64 % sizeof(U) == 0) {
-    if (stream) {
-      // Head up to the first line boundary and the tail after the last whole tile: in place.
-      auto const mis = reinterpret_cast<std::uintptr_t>(d + first) % 64;
-      std::size_t const a = std::min(last, first + (64 - mis) % 64 / sizeof(U));
-      std::size_t const z = a + (last - a) / tile * tile;
-      in_place(first, a);
+  constexpr bool streamable = std::is_trivially_copyable_v<U> && 64 % sizeof(U) == 0;
+  // [a, z): whole tiles from the first line boundary, streamed; the head before them and the tail
+  // after them (everything, without streaming) are written in place.
+  std::size_t a = first, z = first;
+  if (streamable && stream) {
+    auto const mis = reinterpret_cast<std::uintptr_t>(d + first) % 64;
+    a = std::min(last, first + (64 - mis) % 64 / sizeof(U));
+    z = a + (last - a) / tile * tile;
+  }
+  in_place(first, a);
+  if constexpr (streamable) {
+    if (z > a) {
       stream_fence const fence;
       alignas(64) U scratch[tile];
       std::fill(scratch, scratch + tile, U{});
@@ -329,13 +334,9 @@ void densify_elements(sparse_view<T const, Index> s, U* d, std::size_t first, st
         stream_lines(reinterpret_cast<std::byte*>(d + t0), reinterpret_cast<std::byte const*>(scratch), sizeof scratch);
         cur.unwrite(scratch, t0, t0 + tile, j0, e0);
       }
-      in_place(z, last);
-    } else {
-      in_place(first, last);
     }
-  } else {
-    in_place(first, last);
   }
+  in_place(z, last);
   require(cur.j == s.indices.size(), errc::invalid_argument, "densify: index {} at position {} is past the extent {}",
           cur.j < s.indices.size() ? static_cast<std::size_t>(s.indices[cur.j]) : 0, cur.j, s.extent);
 }
