@@ -36,5 +36,5 @@ TEST_CASE("device statuses become sluice errors at the host boundary") {
     CHECK(std::string(e.what()).find("decode_kernel(tensor 3)") != std::string::npos);
   }
   CHECK(sluice::cuda::to_errc(device_status::launch_failed) == sluice::errc::unsupported);
-  CHECK(sluice::to_string(sluice::stage::communicate) == "communicate");
+  CHECK(sluice::to_string(sluice::stage::exchange) == "exchange");
 }

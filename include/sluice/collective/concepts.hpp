@@ -32,6 +32,14 @@ struct collective_context {
   std::uint64_t seed = 0;                     ///< job-wide seed for random codecs
   std::chrono::milliseconds timeout{60'000};  ///< the whole collective must finish within this
   message_tag tag{0};                         ///< base tag; a collective uses tags [tag, tag + tags_per_collective)
+
+  /// The encode_context rank `rank` encodes with in this call: the wire protocol of every
+  /// collective. A frame handed to a split-phase collective (`*_encoded`) must be encoded with
+  /// for_rank(t.rank()) (part j of a scatter_reduce_allgather with for_rank(t.rank(), 1 + j)):
+  /// random codecs regenerate the sender's indices from this context, so another rule decodes
+  /// silently wrong. `salt` separates the streams of several encodes of one rank in one call.
+  [[nodiscard]] encode_context for_rank(int rank, std::uint64_t salt = 0) const noexcept;
+
   friend bool operator==(collective_context const&, collective_context const&) = default;
 };
 
@@ -56,6 +64,14 @@ inline encode_context encode_ctx(collective_context const& ctx, int rank, std::u
           .tensor = ctx.tensor,
           .shape = {}};
 }
+
+}  // namespace detail
+
+inline encode_context collective_context::for_rank(int rank, std::uint64_t salt) const noexcept {
+  return detail::encode_ctx(*this, rank, salt);
+}
+
+namespace detail {
 
 /// Rethrows a sluice::error with the collective, tensor, step, rank and peer prepended (same errc).
 [[noreturn]] inline void rethrow_with(error const& e, char const* what, collective_context const& ctx, int rank,

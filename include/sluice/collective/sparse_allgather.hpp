@@ -269,7 +269,7 @@ void sparse_allgather(T& t, C const& codec, std::span<float const> in, std::span
 }
 
 /// As above, for a message this rank has encoded already (in an earlier pipeline stage, with
-/// detail::encode_ctx(ctx, rank)): only the exchange and the aggregation run here.
+/// ctx.for_rank(t.rank())): only the exchange and the aggregation run here.
 template <Transport T, class C>
 requires Codec<C, float>
 void sparse_allgather_encoded(T& t, C const& codec, std::span<std::byte const> message, std::span<float> out,
@@ -279,6 +279,43 @@ void sparse_allgather_encoded(T& t, C const& codec, std::span<std::byte const> m
   mine.assign(message.begin(), message.end());
   ws.sent_bytes = detail::allgather_sum_dense(t, codec, out, ctx, 0, true, ws, deadline::after(ctx.timeout));
 }
+
+namespace detail {
+
+// Exchanges the messages of one chunk of n elements (ws.messages[rank] holds this rank's) and sums
+// their sparse decodes in rank order as each arrives into ws.sum, finished into `out`. `block` is
+// the block size every part must share (0 on the first chunk: taken from rank 0's part).
+template <Transport T, class C>
+std::size_t allgather_sum_sparse(T& t, C const& codec, std::size_t n, collective_context const& ctx, std::uint64_t salt,
+                                 double dense_above, allgather_workspace<C>& ws, deadline d, std::size_t& block,
+                                 sparse_buffer<float>& out) {
+  char const* const what = "sparse_allgather";
+  int const r = t.rank();
+  wire::expectation const expect{.tensor = ctx.tensor, .step = ctx.step, .extent = n};
+  ws.sum.reset(n, dense_above);
+  bool first = block == 0;
+  std::size_t const sent = detail::ring_allgather(
+      t, ws.messages, ws.arrived, ctx.tag, true, ctx, d, what, [&](std::size_t) { return expect; }, [] {},
+      [&](std::size_t j) {  // each message is added while later ones travel
+        try {
+          codec.decode_sparse(std::span<std::byte const>(ws.messages[j]), ctx.for_rank(static_cast<int>(j), salt),
+                              ws.decode, ws.part);
+          auto const& p = ws.part;
+          require(p.extent() == n, errc::malformed_message, "decoded extent {} where {} was expected", p.extent(), n);
+          require(first || p.block_size() == block, errc::malformed_message, "block size {} where {} was expected",
+                  p.block_size(), block);
+          block = p.block_size();
+          first = false;
+        } catch (error const& e) {
+          detail::rethrow_with(e, what, ctx, r, static_cast<int>(j));
+        }
+        ws.sum.add(ws.part);
+      });
+  ws.sum.finish(out);
+  return sent;
+}
+
+}  // namespace detail
 
 /// Allgathers the messages of a sparse codec and sums them into a sparse result (sorted unique
 /// indices). Each message is decoded and added as soon as it and those of lower ranks are in (a
@@ -297,35 +334,35 @@ void sparse_allgather(T& t, C const& codec, std::span<float const> in, sparse_bu
   detail::allgather_chunks(
       t, ch, ws,
       [&](std::size_t c, std::vector<std::byte>& message) {
-        detail::encode_into(codec, in.subspan(ch.begin(c), ch.length(c)), detail::encode_ctx(ctx, r, ch.salt(c)),
-                            ws.encode, message);
+        detail::encode_into(codec, in.subspan(ch.begin(c), ch.length(c)), ctx.for_rank(r, ch.salt(c)), ws.encode,
+                            message);
       },
       [&](std::size_t c) {
         std::size_t const n = ch.length(c);
-        wire::expectation const expect{.tensor = ctx.tensor, .step = ctx.step, .extent = n};
-        ws.sum.reset(n, opt.dense_above);
-        ws.sent_bytes += detail::ring_allgather(
-            t, ws.messages, ws.arrived, ctx.tag, true, ctx, d, what, [&](std::size_t) { return expect; }, [] {},
-            [&](std::size_t j) {  // each message is added while later ones travel
-              try {
-                codec.decode_sparse(std::span<std::byte const>(ws.messages[j]),
-                                    detail::encode_ctx(ctx, static_cast<int>(j), ch.salt(c)), ws.decode, ws.part);
-                auto const& p = ws.part;
-                require(p.extent() == n, errc::malformed_message, "decoded extent {} where {} was expected", p.extent(),
-                        n);
-                require((c == 0 && j == 0) || p.block_size() == block, errc::malformed_message,
-                        "block size {} where {} was expected", p.block_size(), block);
-                block = p.block_size();
-              } catch (error const& e) {
-                detail::rethrow_with(e, what, ctx, r, static_cast<int>(j));
-              }
-              ws.sum.add(ws.part);
-            });
-        if (ch.count == 1) return ws.sum.finish(out);
-        ws.sum.finish(ws.chunk_sum);
+        if (ch.count == 1) {
+          ws.sent_bytes +=
+              detail::allgather_sum_sparse(t, codec, n, ctx, ch.salt(c), opt.dense_above, ws, d, block, out);
+          return;
+        }
+        ws.sent_bytes +=
+            detail::allgather_sum_sparse(t, codec, n, ctx, ch.salt(c), opt.dense_above, ws, d, block, ws.chunk_sum);
         if (c == 0) out.reset(in.size(), block);
         detail::append_shifted(out, ws.chunk_sum, ch.begin(c), what, ctx);
       });
+}
+
+/// As above, for a message of `extent` elements this rank has encoded already (in an earlier
+/// pipeline stage, with ctx.for_rank(t.rank())): only the exchange and the sparse sum run here.
+template <Transport T, class C>
+requires SparseCodec<C, float>
+void sparse_allgather_encoded(T& t, C const& codec, std::span<std::byte const> message, std::size_t extent,
+                              sparse_buffer<float>& out, collective_context const& ctx, allgather_workspace<C>& ws,
+                              sparse_allgather_options const& opt = {}) {
+  ws.messages.resize(static_cast<std::size_t>(t.size()));
+  ws.messages[static_cast<std::size_t>(t.rank())].assign(message.begin(), message.end());
+  std::size_t block = 0;
+  ws.sent_bytes = detail::allgather_sum_sparse(t, codec, extent, ctx, 0, opt.dense_above, ws,
+                                               deadline::after(ctx.timeout), block, out);
 }
 
 }  // namespace sluice

@@ -1,0 +1,497 @@
+// The assembled pipeline on local worlds of threads: bit for bit the parameters of the hand
+// composition of the same primitives (bucket plan, feedback, codec, collective, mean, optimizer),
+// for every aggregation path and feedback; the staleness bound (the trainer's parameters after
+// step t hold exactly updates 0 .. t - s) with bit-identical replicas; checkpoint and restore;
+// layout and configuration checks across ranks; failures reach the trainer.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <sluice/pipeline/all.hpp>
+#include <sluice/sluice.hpp>
+
+#include "support/local_world.hpp"
+
+namespace {
+
+using namespace sluice;
+
+constexpr int world = 4;
+constexpr std::uint64_t seed = 11;
+
+// Two compressed matrices, a bias and a small matrix that bypass compression; small caps so the
+// plan has several buckets of both kinds.
+layout model() {
+  layout l;
+  l.add("fc1.weight", {48, 100});
+  l.add("fc1.bias", {48});
+  l.add("fc2.weight", {40, 48});
+  l.add("fc3.weight", {10, 40});
+  l.add("fc3.bias", {10});
+  return l;
+}
+pipeline_options small_buckets(unsigned staleness = 0) {
+  return {.staleness = staleness,
+          .bucket_bytes = 12 << 10,
+          .first_bucket_bytes = 4 << 10,
+          .seed = seed,
+          .timeout = std::chrono::milliseconds(20'000)};
+}
+
+struct model_params {
+  std::vector<std::vector<float>> tensors;
+  explicit model_params(layout const& l) {
+    random_stream const rs({.seed = 3});
+    std::uint64_t k = 0;
+    for (auto const& t : l.tensors()) {
+      auto& v = tensors.emplace_back(t.elements());
+      for (float& x : v) x = rs.uniform(k++) - 0.5f;
+    }
+  }
+  std::vector<std::span<float>> spans() {
+    std::vector<std::span<float>> s;
+    for (auto& v : tensors) s.emplace_back(v);
+    return s;
+  }
+  friend bool operator==(model_params const&, model_params const&) = default;
+};
+
+// The gradient a rank computes at `step` from parameters `p`: depends on the parameters (so
+// staleness changes the trajectory) and on the rank (so ranks disagree before aggregation).
+void gradients(int rank, std::uint64_t step, model_params const& p, std::vector<std::vector<float>>& g) {
+  random_stream const rs(
+      {.seed = 5, .rank = static_cast<std::uint32_t>(rank), .step = static_cast<std::uint32_t>(step)});
+  g.resize(p.tensors.size());
+  std::uint64_t k = 0;
+  for (std::size_t i = 0; i < p.tensors.size(); ++i) {
+    g[i].resize(p.tensors[i].size());
+    for (std::size_t j = 0; j < g[i].size(); ++j) g[i][j] = 0.5f * p.tensors[i][j] + (rs.uniform(k++) - 0.5f);
+  }
+}
+std::vector<std::span<float const>> views(std::vector<std::vector<float>> const& g) {
+  std::vector<std::span<float const>> s;
+  for (auto const& v : g) s.emplace_back(v);
+  return s;
+}
+
+// The hand composition: the same primitives the pipeline assembles, called in order by one thread.
+template <class C, class F, class O>
+struct hand_composition {
+  C codec;
+  F feedback;
+  O opt;
+  local_transport& t;
+  pipeline_options options;
+  layout l = model();
+  bucket_plan plan{l, bucket_options{.cap_bytes = options.bucket_bytes, .first_cap_bytes = options.first_bucket_bytes}};
+  std::vector<std::size_t> first;
+  std::unique_ptr<feedback_state> fstate;
+  std::vector<optimizer_state<O>> ostates;
+  std::vector<float> master;
+  feedback_workspace<C, float> fws;
+  allgather_workspace<C> aws;
+  scatter_reduce_allgather_workspace<C> sws;
+  ring_workspace rws;
+
+  hand_composition(C c, F f, O o, local_transport& tr, pipeline_options po, model_params const& p)
+      : codec(c), feedback(f), opt(o), t(tr), options(po) {
+    std::vector<std::size_t> extents;
+    std::vector<std::string> names;
+    std::size_t at = 0;
+    for (auto const& b : plan.buckets()) {
+      first.push_back(at);
+      extents.push_back(b.elements);
+      names.push_back(fmt::format("bucket {}", b.id));
+      ostates.emplace_back(opt, b.elements, static_cast<std::uint32_t>(b.id));
+      at += b.elements;
+    }
+    fstate = std::make_unique<feedback_state>(feedback, extents, names);
+    master.resize(at);
+    move(p, true);
+  }
+  // Copies between the model's tensors and the flat buffer in plan order.
+  void move(model_params const& p, bool in) {
+    for (auto const& b : plan.buckets()) {
+      std::size_t at = first[b.id];
+      for (auto const& c : plan.chunks_of(b)) {
+        if (in) std::memcpy(master.data() + at, p.tensors[c.tensor].data() + c.offset, c.count * 4);
+        at += c.count;
+      }
+    }
+  }
+  void write(model_params& p) const {
+    for (auto const& b : plan.buckets()) {
+      std::size_t at = first[b.id];
+      for (auto const& c : plan.chunks_of(b)) {
+        std::memcpy(p.tensors[c.tensor].data() + c.offset, master.data() + at, c.count * 4);
+        at += c.count;
+      }
+    }
+  }
+  void step(std::uint64_t s, std::vector<std::vector<float>> const& g) {
+    using collective = typename pipeline<C, F, O, local_transport>::collective;
+    float const n = static_cast<float>(t.size());
+    for (auto const& b : plan.buckets()) {
+      std::vector<float> grad(b.elements), sum(b.elements);
+      std::size_t at = 0;
+      for (auto const& c : plan.chunks_of(b)) {
+        std::memcpy(grad.data() + at, g[c.tensor].data() + c.offset, c.count * 4);
+        at += c.count;
+      }
+      collective_context const ctx{.step = s,
+                                   .tensor = b.id,
+                                   .seed = options.seed,
+                                   .timeout = options.timeout,
+                                   .tag = message_tag{static_cast<std::uint32_t>(tags_per_collective * (1 + b.id))}};
+      std::span<float> params(master.data() + first[b.id], b.elements);
+      bool const compressed = b.compressed && !std::is_same_v<collective, by_ring_allreduce>;
+      if (!compressed) {
+        sum = grad;
+        ring_allreduce(t, std::span<float>(sum), ctx, rws);
+      } else if constexpr (std::is_same_v<collective, by_sparse_allgather>) {
+        sparse_buffer<float> sparse;
+        if constexpr (std::is_same_v<F, no_feedback>) {
+          sparse_allgather(t, codec, std::span<float const>(grad), sparse, ctx, aws);  // the one-call form
+        } else {
+          std::vector<std::byte> frame(codec.max_encoded_bytes(b.elements));
+          std::size_t const bytes = feedback.encode(codec, fstate->slice(b.id), std::span<float const>(grad),
+                                                    ctx.for_rank(t.rank()), fws, frame);
+          sparse_allgather_encoded(t, codec, std::span<std::byte const>(frame).first(bytes), b.elements, sparse, ctx,
+                                   aws);
+        }
+        for (float& x : sparse.values()) x /= n;
+        opt.step(ostates[b.id], params, sparse.view());
+        continue;
+      } else if constexpr (std::is_same_v<collective, by_scatter_reduce_allgather>) {
+        if constexpr (std::is_same_v<F, no_feedback>) {
+          scatter_reduce_allgather(t, codec, std::span<float const>(grad), std::span<float>(sum), ctx, sws);
+        } else {
+          std::vector<std::vector<std::byte>> parts(static_cast<std::size_t>(t.size()));
+          std::vector<std::span<std::byte const>> views(parts.size());
+          for (int j = 0; j < t.size(); ++j) {
+            auto const part = scatter_reduce_allgather_part(b.elements, t.size(), j);
+            auto& f = parts[static_cast<std::size_t>(j)];
+            f.resize(codec.max_encoded_bytes(part.count));
+            f.resize(feedback.encode(codec, fstate->slice(b.id, part.first, part.count),
+                                     std::span<float const>(grad).subspan(part.first, part.count),
+                                     ctx.for_rank(t.rank(), 1 + static_cast<std::uint64_t>(j)), fws, f));
+            views[static_cast<std::size_t>(j)] = f;
+          }
+          scatter_reduce_allgather_encoded(t, codec, std::span<std::span<std::byte const> const>(views),
+                                           std::span<float>(sum), ctx, sws);
+        }
+      }
+      for (float& x : sum) x /= n;
+      opt.step(ostates[b.id], params, std::span<float const>(sum));
+    }
+  }
+};
+
+// Runs `steps` steps of the pipeline and of the hand composition on every rank of a local world
+// and checks, after every step t, that the trainer's parameters are exactly the hand
+// composition's after max(0, t + 1 - s) updates, with the gradient of step t computed from the
+// parameters the trainer held then.
+template <class C, class F, class O>
+void check_against_hand(C codec, F feedback, O opt, unsigned staleness, int steps = 6) {
+  CAPTURE(fmt::format("{} + {} + {}, staleness {}", codec, feedback, opt, staleness));
+  std::vector<model_params> final_params(world, model_params(model()));
+  // The pipeline world.
+  std::vector<std::vector<model_params>> trajectory(world);  // trainer's params after each step
+  auto errors = test::run_local(world, [&](local_transport& ep) {
+    int const r = ep.rank();
+    model_params p(model());
+    pipeline pipe{codec, feedback, opt, ep, small_buckets(staleness)};
+    auto spans = p.spans();
+    pipe.attach(model(), spans);
+    std::vector<std::vector<float>> g;
+    for (int s = 0; s < steps; ++s) {
+      gradients(r, static_cast<std::uint64_t>(s), p, g);
+      pipe.step(views(g));
+      trajectory[static_cast<std::size_t>(r)].push_back(p);
+    }
+    pipe.synchronize();
+    final_params[static_cast<std::size_t>(r)] = p;
+  });
+  test::rethrow_first(errors);
+  // The hand composition world, keeping every update's parameters.
+  std::vector<std::vector<model_params>> history(world);
+  errors = test::run_local(world, [&](local_transport& ep) {
+    int const r = ep.rank();
+    model_params p(model());
+    hand_composition<C, F, O> hand(codec, feedback, opt, ep, small_buckets(staleness), p);
+    auto& h = history[static_cast<std::size_t>(r)];
+    h.push_back(p);
+    std::vector<std::vector<float>> g;
+    for (int s = 0; s < steps; ++s) {
+      std::size_t const seen = static_cast<std::size_t>(std::max(0, s - static_cast<int>(staleness)));
+      gradients(r, static_cast<std::uint64_t>(s), h[seen], g);
+      hand.step(static_cast<std::uint64_t>(s), g);
+      hand.write(p);
+      h.push_back(p);
+    }
+  });
+  test::rethrow_first(errors);
+  for (int r = 0; r < world; ++r) {
+    auto const& tr = trajectory[static_cast<std::size_t>(r)];
+    auto const& h = history[static_cast<std::size_t>(r)];
+    for (int s = 0; s < steps; ++s) {
+      std::size_t const expect = static_cast<std::size_t>(std::max(0, s + 1 - static_cast<int>(staleness)));
+      CAPTURE(r);
+      CAPTURE(s);
+      CHECK(tr[static_cast<std::size_t>(s)] == h[expect]);
+    }
+    CHECK(final_params[static_cast<std::size_t>(r)] == h.back());
+    CHECK(final_params[static_cast<std::size_t>(r)] == final_params[0]);
+  }
+  // The parameters moved.
+  CHECK_FALSE(final_params[0] == model_params(model()));
+}
+
+}  // namespace
+
+TEST_CASE("pipeline: bit for bit the hand composition, every aggregation path and feedback (staleness 0)") {
+  check_against_hand(top_k{.ratio = 0.05}, no_feedback{}, sgd{.lr = 0.05, .momentum = 0.9}, 0);
+  check_against_hand(top_k{.ratio = 0.05}, residual{}, sgd{.lr = 0.05, .momentum = 0.9}, 0);
+  check_against_hand(block_top_k{.ratio = 0.05}, residual{}, adam{.lr = 1e-2}, 0);
+  check_against_hand(random_k{.ratio = 0.1}, residual{}, sgd{.lr = 0.05}, 0);
+  check_against_hand(maxmin_quantize{.bits = 4}, no_feedback{}, adam{.lr = 1e-2}, 0);
+  check_against_hand(maxmin_quantize{.bits = 4}, residual{}, adam{.lr = 1e-2}, 0);
+  check_against_hand(qsgd{}, ef21{}, sgd{.lr = 0.05}, 0);
+  check_against_hand(identity{}, no_feedback{}, adamw{.lr = 1e-2}, 0);
+}
+
+TEST_CASE("pipeline: staleness 1 and 2 keep the bound exactly and replicas bit-identical") {
+  for (unsigned s : {1u, 2u}) {
+    check_against_hand(block_top_k{.ratio = 0.05}, residual{}, adam{.lr = 1e-2}, s, 7);
+    check_against_hand(maxmin_quantize{.bits = 4}, residual{}, sgd{.lr = 0.05, .momentum = 0.9}, s, 7);
+    check_against_hand(identity{}, no_feedback{}, sgd{.lr = 0.05}, s, 7);
+  }
+}
+
+TEST_CASE("pipeline: gradient_ready in any order equals step(grads)") {
+  auto errors = test::run_local(world, [&](local_transport& ep) {
+    int const r = ep.rank();
+    model_params p(model());
+    pipeline pipe{top_k{.ratio = 0.05}, residual{}, adam{.lr = 1e-2}, ep, small_buckets(1)};
+    auto spans = p.spans();
+    pipe.attach(model(), spans);
+    std::vector<std::vector<float>> g;
+    for (std::uint64_t s = 0; s < 4; ++s) {
+      gradients(r, s, p, g);
+      // Forward order on even ranks, reverse on odd ones: buckets still exchange in plan order.
+      for (std::size_t k = 0; k < g.size(); ++k) {
+        std::size_t const i = r % 2 == 0 ? k : g.size() - 1 - k;
+        pipe.gradient_ready(i, g[i]);
+      }
+      pipe.step();
+    }
+    pipe.synchronize();
+  });
+  test::rethrow_first(errors);
+}
+
+TEST_CASE("pipeline: checkpoint after step k, restore into a fresh pipeline, continue: bit-identical") {
+  for (unsigned staleness : {0u, 2u}) {
+    CAPTURE(staleness);
+    constexpr int steps = 6, k = 3;
+    std::vector<model_params> straight(world, model_params(model())), resumed(world, model_params(model()));
+    std::vector<std::vector<std::byte>> saved(world);
+    auto run = [&](int from, int to, std::vector<model_params>& out, bool save_at_to, bool restore) {
+      auto errors = test::run_local(world, [&](local_transport& ep) {
+        int const r = ep.rank();
+        model_params p(model());
+        pipeline pipe{maxmin_quantize{.bits = 4}, residual{}, adam{.lr = 1e-2}, ep, small_buckets(staleness)};
+        auto spans = p.spans();
+        pipe.attach(model(), spans);
+        if (restore) pipe.restore(saved[static_cast<std::size_t>(r)]);
+        CHECK(pipe.steps() == static_cast<std::uint64_t>(from));
+        std::vector<std::vector<float>> g;
+        for (int s = from; s < to; ++s) {
+          gradients(r, static_cast<std::uint64_t>(s), p, g);
+          pipe.step(views(g));
+        }
+        if (save_at_to) saved[static_cast<std::size_t>(r)] = pipe.save();
+        if (!save_at_to) pipe.synchronize();
+        out[static_cast<std::size_t>(r)] = p;
+      });
+      test::rethrow_first(errors);
+    };
+    run(0, steps, straight, false, false);
+    std::vector<model_params> scratch(world, model_params(model()));
+    run(0, k, scratch, true, false);
+    run(k, steps, resumed, false, true);
+    for (int r = 0; r < world; ++r)
+      CHECK(resumed[static_cast<std::size_t>(r)] == straight[static_cast<std::size_t>(r)]);
+    // A damaged checkpoint is refused before anything changes.
+    auto bad = saved[0];
+    bad[bad.size() / 2] ^= std::byte{1};
+    auto errors = test::run_local(1, [&](local_transport& ep) {
+      model_params p(model());
+      pipeline_options o = small_buckets(staleness);
+      pipeline pipe{maxmin_quantize{.bits = 4}, residual{}, adam{.lr = 1e-2}, ep, o};
+      auto spans = p.spans();
+      pipe.attach(model(), spans);
+      try {
+        pipe.restore(bad);
+        FAIL("a damaged checkpoint was accepted");
+      } catch (error const& e) {
+        CHECK(e.code() == errc::malformed_message);
+      }
+      CHECK(p == model_params(model()));
+    });
+    test::rethrow_first(errors);
+  }
+}
+
+TEST_CASE("pipeline: a checkpoint from another configuration or layout is a clear error") {
+  std::vector<std::byte> saved;
+  auto errors = test::run_local(1, [&](local_transport& ep) {
+    model_params p(model());
+    pipeline pipe{top_k{.ratio = 0.05}, residual{}, sgd{.lr = 0.1}, ep, small_buckets()};
+    auto spans = p.spans();
+    pipe.attach(model(), spans);
+    saved = pipe.save();
+  });
+  test::rethrow_first(errors);
+  errors = test::run_local(1, [&](local_transport& ep) {
+    model_params p(model());
+    pipeline pipe{top_k{.ratio = 0.02}, residual{}, sgd{.lr = 0.1}, ep, small_buckets()};
+    auto spans = p.spans();
+    pipe.attach(model(), spans);
+    CHECK_THROWS_WITH_AS(pipe.restore(saved), doctest::Contains("other policies"), error);
+  });
+  test::rethrow_first(errors);
+}
+
+TEST_CASE("pipeline: ranks with different layouts fail at attach, naming the first differing tensor") {
+  auto errors = test::run_local(world, [&](local_transport& ep) {
+    layout l = model();
+    if (ep.rank() == 2) {
+      l = layout{};
+      l.add("fc1.weight", {48, 100});
+      l.add("fc1.bias", {48});
+      l.add("fc2.weight", {40, 49});
+      l.add("fc3.weight", {10, 40});
+      l.add("fc3.bias", {10});
+    }
+    std::vector<std::vector<float>> store;
+    std::vector<std::span<float>> spans;
+    for (auto const& t : l.tensors()) store.emplace_back(t.elements());
+    for (auto& v : store) spans.emplace_back(v);
+    pipeline pipe{top_k{.ratio = 0.05}, residual{}, sgd{.lr = 0.1}, ep, small_buckets()};
+    pipe.attach(l, spans);
+  });
+  for (int r = 0; r < world; ++r) {
+    REQUIRE(errors[static_cast<std::size_t>(r)]);
+    try {
+      std::rethrow_exception(errors[static_cast<std::size_t>(r)]);
+    } catch (error const& e) {
+      CHECK(e.code() == errc::size_mismatch);
+      CHECK(std::string(e.what()).find("fc2.weight") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("pipeline: ranks with different policies fail at attach") {
+  auto errors = test::run_local(2, [&](local_transport& ep) {
+    model_params p(model());
+    auto spans = p.spans();
+    pipeline pipe{top_k{.ratio = ep.rank() == 0 ? 0.05 : 0.1}, residual{}, sgd{.lr = 0.1}, ep, small_buckets()};
+    pipe.attach(model(), spans);
+  });
+  for (auto const& e : errors) CHECK(e);
+}
+
+TEST_CASE("pipeline: a killed rank makes every other rank fail with peer_lost or timeout, no hang") {
+  auto errors = test::run_local(world, [&](local_transport& ep) {
+    model_params p(model());
+    pipeline_options o = small_buckets(1);
+    o.timeout = std::chrono::milliseconds(2'000);
+    pipeline pipe{block_top_k{.ratio = 0.05}, residual{}, adam{.lr = 1e-2}, ep, o};
+    auto spans = p.spans();
+    pipe.attach(model(), spans);
+    std::vector<std::vector<float>> g;
+    for (std::uint64_t s = 0; s < 20; ++s) {
+      if (ep.rank() == 3 && s == 2) {
+        pipe.transport().kill();
+        throw error(errc::peer_lost, "rank 3 killed itself");
+      }
+      gradients(ep.rank(), s, p, g);
+      pipe.step(views(g));
+    }
+    pipe.synchronize();
+  });
+  for (int r = 0; r < world; ++r) {
+    REQUIRE(errors[static_cast<std::size_t>(r)]);
+    try {
+      std::rethrow_exception(errors[static_cast<std::size_t>(r)]);
+    } catch (error const& e) {
+      CHECK((e.code() == errc::peer_lost || e.code() == errc::timeout));
+    }
+  }
+}
+
+TEST_CASE("pipeline: telemetry samples carry rank, thread and start; reports count bytes") {
+  recording_sink sink;
+  auto errors = test::run_local(2, [&](local_transport& ep) {
+    model_params p(model());
+    pipeline pipe{top_k{.ratio = 0.05}, residual{}, sgd{.lr = 0.1}, ep, small_buckets()};
+    auto spans = p.spans();
+    pipe.attach(model(), spans);
+    if (ep.rank() == 0) pipe.set_telemetry(sink);
+    std::vector<std::vector<float>> g;
+    for (std::uint64_t s = 0; s < 3; ++s) {
+      gradients(ep.rank(), s, p, g);
+      pipe.step(views(g));
+    }
+    if (ep.rank() == 0) {
+      auto const rep = pipe.last_report();
+      CHECK(rep.step == 2);
+      CHECK(rep.dense_bytes == model().total_elements() * 4);
+      CHECK(rep.compression_ratio > 1.0);
+      CHECK(rep.sent_bytes > 0);
+    }
+  });
+  test::rethrow_first(errors);
+  auto const samples = sink.samples();
+  REQUIRE_FALSE(samples.empty());
+  bool threads[4] = {};
+  for (auto const& s : samples) {
+    CHECK(s.rank == 0);
+    CHECK(s.seconds >= 0);
+    CHECK(s.start >= 0);
+    threads[s.thread] = true;
+  }
+  CHECK(threads[1]);
+  CHECK(threads[2]);
+  CHECK(threads[3]);
+  CHECK(sink.reports().size() == 3);
+  CHECK(fmt::format("{}", samples.front()).find("\"stage\"") != std::string::npos);
+}
+
+TEST_CASE("pipeline: bad input is refused with a clear error") {
+  auto errors = test::run_local(1, [&](local_transport& ep) {
+    model_params p(model());
+    CHECK_THROWS_AS((pipeline{top_k{}, residual{}, sgd{.lr = 0.1}, ep, pipeline_options{.staleness = 3}}), error);
+    pipeline pipe{top_k{.ratio = 0.05}, residual{}, sgd{.lr = 0.1}, ep, small_buckets()};
+    std::vector<std::vector<float>> g;
+    gradients(0, 0, p, g);
+    CHECK_THROWS_WITH_AS(pipe.step(views(g)), doctest::Contains("before attach"), error);
+    auto spans = p.spans();
+    spans.pop_back();
+    CHECK_THROWS_AS(pipe.attach(model(), spans), error);
+    spans = p.spans();
+    pipe.attach(model(), spans);
+    g[1].pop_back();
+    CHECK_THROWS_WITH_AS(pipe.gradient_ready(1, g[1]), doctest::Contains("fc1.bias"), error);
+    gradients(0, 0, p, g);
+    pipe.gradient_ready(0, g[0]);
+    CHECK_THROWS_WITH_AS(pipe.gradient_ready(0, g[0]), doctest::Contains("twice"), error);
+    CHECK_THROWS_WITH_AS(pipe.step(), doctest::Contains("first missing: 'fc1.bias'"), error);
+  });
+  test::rethrow_first(errors);
+}
