@@ -1,4 +1,5 @@
 // A type without the codec opt-in tag is not a Codec, even with the right member functions.
+// expected-error: codec_concept
 #include <sluice/compress/concepts.hpp>
 
 struct almost_codec {

@@ -1,4 +1,5 @@
 // sparse_view accepts only uint32_t or uint64_t indices: a signed index type must not compile.
+// expected-error: SparseIndex
 #include <sluice/core/sparse.hpp>
 
 #if defined(SLUICE_MUST_FAIL)

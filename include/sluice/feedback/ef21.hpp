@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include <sluice/compress/identity.hpp>
 #include <sluice/feedback/concepts.hpp>
 #include <sluice/feedback/detail/kernels.hpp>
 
@@ -52,8 +53,10 @@ struct ef21 {
 
   /// Encodes g - h and moves h by what was sent; see FeedbackFor.
   template <class C, Element T>
-  std::size_t encode(C const& codec, feedback_slice s, std::span<T const> grad, encode_context const& ctx,
-                     feedback_workspace<C, T>& ws, std::span<std::byte> out) const {
+  requires Codec<C, T> std::size_t encode(C const& codec, feedback_slice s, std::span<T const> grad,
+                                          encode_context const& ctx, feedback_workspace<C, T>& ws,
+                                          std::span<std::byte> out)
+  const {
     C const c = s.warmup().apply(codec, ctx.step);
     feedback_detail::check_call(c, s, grad.size(), 1, out.size(), ctx, "ef21");
     return feedback_detail::with_state_type(s.precision(), [&]<class S>() -> std::size_t {
@@ -66,6 +69,8 @@ struct ef21 {
     });
   }
 };
+
+static_assert(FeedbackFor<ef21, identity>);  // conformance, stated where the policy is defined
 
 }  // namespace sluice
 

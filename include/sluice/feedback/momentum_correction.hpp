@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include <sluice/compress/identity.hpp>
 #include <sluice/feedback/concepts.hpp>
 #include <sluice/feedback/detail/kernels.hpp>
 
@@ -79,8 +80,10 @@ struct momentum_correction {
 
   /// Accumulates momentum, encodes the accumulator, masks what was sent; see FeedbackFor.
   template <class C, Element T>
-  std::size_t encode(C const& codec, feedback_slice s, std::span<T const> grad, encode_context const& ctx,
-                     feedback_workspace<C, T>& ws, std::span<std::byte> out) const {
+  requires Codec<C, T> std::size_t encode(C const& codec, feedback_slice s, std::span<T const> grad,
+                                          encode_context const& ctx, feedback_workspace<C, T>& ws,
+                                          std::span<std::byte> out)
+  const {
     require(momentum >= 0 && momentum < 1, errc::invalid_argument,
             "momentum_correction: momentum must be in [0, 1), got {} (tensor '{}', step {})", momentum, s.name(),
             ctx.step);
@@ -98,6 +101,8 @@ struct momentum_correction {
     });
   }
 };
+
+static_assert(FeedbackFor<momentum_correction, identity>);  // conformance, stated where the policy is defined
 
 }  // namespace sluice
 

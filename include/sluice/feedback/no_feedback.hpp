@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include <sluice/compress/identity.hpp>
 #include <sluice/feedback/concepts.hpp>
 #include <sluice/feedback/detail/kernels.hpp>
 
@@ -22,8 +23,10 @@ struct no_feedback {
 
   /// Encodes `grad` with the warmed-up codec; see FeedbackFor.
   template <class C, Element T>
-  std::size_t encode(C const& codec, feedback_slice s, std::span<T const> grad, encode_context const& ctx,
-                     feedback_workspace<C, T>& ws, std::span<std::byte> out) const {
+  requires Codec<C, T> std::size_t encode(C const& codec, feedback_slice s, std::span<T const> grad,
+                                          encode_context const& ctx, feedback_workspace<C, T>& ws,
+                                          std::span<std::byte> out)
+  const {
     C const c = s.warmup().apply(codec, ctx.step);
     feedback_detail::check_call(c, s, grad.size(), 0, out.size(), ctx, "no_feedback");
     if (non_finite != non_finite_policy::propagate) {
@@ -37,6 +40,8 @@ struct no_feedback {
     return c.encode(grad, ctx, ws.codec, out);
   }
 };
+
+static_assert(FeedbackFor<no_feedback, identity>);  // conformance, stated where the policy is defined
 
 }  // namespace sluice
 

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include <sluice/compress/identity.hpp>
 #include <sluice/feedback/concepts.hpp>
 #include <sluice/feedback/detail/fused_block.hpp>
 #include <sluice/feedback/detail/fused_quantize.hpp>
@@ -94,8 +95,10 @@ struct residual {
 
   /// Compensates, encodes and updates the residual; see FeedbackFor.
   template <class C, Element T>
-  std::size_t encode(C const& codec, feedback_slice s, std::span<T const> grad, encode_context const& ctx,
-                     feedback_workspace<C, T>& ws, std::span<std::byte> out) const {
+  requires Codec<C, T> std::size_t encode(C const& codec, feedback_slice s, std::span<T const> grad,
+                                          encode_context const& ctx, feedback_workspace<C, T>& ws,
+                                          std::span<std::byte> out)
+  const {
     C const c = s.warmup().apply(codec, ctx.step);
     feedback_detail::check_call(c, s, grad.size(), 1, out.size(), ctx, "residual");
     return feedback_detail::with_state_type(s.precision(), [&]<class S>() -> std::size_t {
@@ -116,6 +119,8 @@ struct residual {
     });
   }
 };
+
+static_assert(FeedbackFor<residual, identity>);  // conformance, stated where the policy is defined
 
 }  // namespace sluice
 

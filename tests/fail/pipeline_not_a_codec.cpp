@@ -1,0 +1,18 @@
+// The first policy of a pipeline must be a Codec; a ratio alone is not one.
+// expected-error: Codec
+#include <sluice/compress/top_k.hpp>
+#include <sluice/feedback/residual.hpp>
+#include <sluice/optim/sgd.hpp>
+#include <sluice/pipeline/pipeline.hpp>
+#include <sluice/transport/local.hpp>
+
+int main() {
+  auto ts = sluice::local_transport::create(1);
+#if defined(SLUICE_MUST_FAIL)
+  double codec = 0.01;
+#else
+  sluice::top_k codec{.ratio = 0.01};
+#endif
+  sluice::pipeline pipe{codec, sluice::residual{}, sluice::sgd{}, ts[0]};
+  return static_cast<int>(pipe.steps());
+}

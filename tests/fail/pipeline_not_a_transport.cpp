@@ -1,0 +1,18 @@
+// The fourth policy of a pipeline must be a Transport (an engine endpoint, moved in).
+// expected-error: Transport
+#include <sluice/compress/top_k.hpp>
+#include <sluice/feedback/residual.hpp>
+#include <sluice/optim/sgd.hpp>
+#include <sluice/pipeline/pipeline.hpp>
+#include <sluice/transport/local.hpp>
+
+int main() {
+  auto ts = sluice::local_transport::create(1);
+#if defined(SLUICE_MUST_FAIL)
+  int endpoint = 0;
+#else
+  auto endpoint = ts[0];
+#endif
+  sluice::pipeline pipe{sluice::top_k{}, sluice::residual{}, sluice::sgd{}, endpoint};
+  return static_cast<int>(pipe.steps());
+}
