@@ -116,8 +116,10 @@ inline constexpr std::uint16_t version = 1;
 
 }  // namespace detail::pipeline
 
-/// The assembled pipeline. C: codec, F: feedback, O: optimizer, T: transport (held by value; pass
-/// std::move(endpoint)), Collective: by_codec or one of the by_* tags. Construct from values:
+/// The assembled pipeline. C: codec, F: feedback, O: optimizer, T: transport — an rvalue is moved
+/// in and owned (std::move(endpoint)); an lvalue is referred to (T deduces to a reference, for
+/// engines that do not move, such as zmq_transport; it must outlive the pipeline). Collective:
+/// by_codec or one of the by_* tags. Construct from values:
 ///
 ///   sluice::pipeline pipe{sluice::block_top_k{.ratio = 0.01}, sluice::residual{}, sluice::adam{.lr = 1e-3},
 ///                         std::move(transport), sluice::pipeline_options{.staleness = 1}};
@@ -130,13 +132,13 @@ inline constexpr std::uint16_t version = 1;
 /// by the exchange thread only (after attach), so engines that want one calling thread work.
 /// Errors on a stage thread stop the pipeline and are rethrown by the trainer's next call.
 template <class C, class F, class O, class T, class Collective = by_codec>
-requires Codec<C, float> && FeedbackFor<F, C, float> && Optimizer<O> && Transport<T>
+requires Codec<C, float> && FeedbackFor<F, C, float> && Optimizer<O> && Transport<std::remove_cvref_t<T>>
 class pipeline {
  public:
   using codec_type = C;
   using feedback_type = F;
   using optimizer_type = O;
-  using transport_type = T;
+  using transport_type = std::remove_cvref_t<T>;
   using collective = typename detail::pipeline::resolve_collective<C, Collective>::type;
 
   static constexpr bool sparse_exchange = std::is_same_v<collective, by_sparse_allgather>;
@@ -156,11 +158,11 @@ class pipeline {
       "sluice::pipeline: momentum_correction (DGC) accumulates momentum before selection, so the optimizer "
       "must not keep its own; use sluice::sgd{} with momentum = 0, or sluice::residual{} with this optimizer");
 
-  pipeline(C codec, F feedback, O optimizer, T transport, pipeline_options options = {}, Collective = {})
+  pipeline(C codec, F feedback, O optimizer, T&& transport, pipeline_options options = {}, Collective = {})
       : codec_(std::move(codec)),
         feedback_(std::move(feedback)),
         opt_(std::move(optimizer)),
-        t_(std::move(transport)),
+        t_(std::forward<T>(transport)),
         options_(options) {
     require(options_.staleness <= 2, errc::invalid_argument,
             "pipeline: staleness {} is not supported; use 0 (synchronous), 1 or 2", options_.staleness);
@@ -285,7 +287,7 @@ class pipeline {
   [[nodiscard]] bucket_plan const& plan() const noexcept { return plan_; }
   [[nodiscard]] layout const& model() const noexcept { return layout_; }
   [[nodiscard]] pipeline_options const& options() const noexcept { return options_; }
-  [[nodiscard]] T& transport() noexcept { return t_; }
+  [[nodiscard]] transport_type& transport() noexcept { return t_; }
   [[nodiscard]] feedback_state const& residuals() const noexcept { return *fstate_; }
   /// The report of the last step whose buckets were all applied.
   [[nodiscard]] step_report last_report() const {
@@ -542,7 +544,7 @@ class pipeline {
         verdict.insert(verdict.end(), c, c + text.size());
       }
     }
-    std::vector<typename T::request> reqs;
+    std::vector<typename transport_type::request> reqs;
     for (int p = 1; p < n; ++p) reqs.push_back(t_.send(p, tag + 1, verdict));
     for (auto& q : reqs) q.wait(d);
     if (verdict[0] != std::byte{0}) {
@@ -557,7 +559,7 @@ class pipeline {
     deadline const d = deadline::after(options_.timeout);
     auto const bytes = std::as_bytes(std::span<float const>(master_));
     if (r == 0) {
-      std::vector<typename T::request> reqs;
+      std::vector<typename transport_type::request> reqs;
       for (int p = 1; p < n; ++p) reqs.push_back(t_.send(p, attach_tag + 2, bytes));
       for (auto& q : reqs) q.wait(d);
     } else {
@@ -1032,11 +1034,11 @@ class pipeline {
 };
 
 template <class C, class F, class O, class T>
-pipeline(C, F, O, T) -> pipeline<C, F, O, T, by_codec>;
+pipeline(C, F, O, T&&) -> pipeline<C, F, O, T, by_codec>;
 template <class C, class F, class O, class T>
-pipeline(C, F, O, T, pipeline_options) -> pipeline<C, F, O, T, by_codec>;
+pipeline(C, F, O, T&&, pipeline_options) -> pipeline<C, F, O, T, by_codec>;
 template <class C, class F, class O, class T, class Collective>
-pipeline(C, F, O, T, pipeline_options, Collective) -> pipeline<C, F, O, T, Collective>;
+pipeline(C, F, O, T&&, pipeline_options, Collective) -> pipeline<C, F, O, T, Collective>;
 
 }  // namespace sluice
 
