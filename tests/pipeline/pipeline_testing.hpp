@@ -3,7 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include <sluice/pipeline/all.hpp>
@@ -67,5 +70,143 @@ inline std::vector<std::span<float const>> views(std::vector<std::vector<float>>
   for (auto const& v : g) s.emplace_back(v);
   return s;
 }
+
+// The hand composition: the same primitives the pipeline assembles, called in order by one thread.
+template <class C, class F, class O>
+struct hand_composition {
+  C codec;
+  F feedback;
+  O opt;
+  local_transport& t;
+  pipeline_options options;
+  layout l;
+  bucket_plan plan;
+  std::vector<std::size_t> first;
+  std::unique_ptr<feedback_state> fstate;
+  std::vector<optimizer_state<O>> ostates;
+  std::vector<float> master;
+  feedback_workspace<C, float> fws;
+  allgather_workspace<C> aws;
+  scatter_reduce_allgather_workspace<C> sws;
+  ring_workspace rws;
+
+  hand_composition(C c, F f, O o, local_transport& tr, pipeline_options po, layout const& lay, model_params const& p)
+      : codec(c),
+        feedback(f),
+        opt(o),
+        t(tr),
+        options(po),
+        l(lay),
+        plan(l, bucket_options{.cap_bytes = po.bucket_bytes,
+                               .first_cap_bytes = po.first_bucket_bytes,
+                               .bypass_below_elements = po.bypass_below_elements,
+                               .bypass_max_dims = po.bypass_max_dims}) {
+    std::vector<std::size_t> extents;
+    std::vector<std::string> names;
+    std::size_t at = 0;
+    for (auto const& b : plan.buckets()) {
+      first.push_back(at);
+      extents.push_back(b.elements);
+      names.push_back(fmt::format("bucket {}", b.id));
+      ostates.emplace_back(opt, b.elements, static_cast<std::uint32_t>(b.id));
+      at += b.elements;
+    }
+    fstate = std::make_unique<feedback_state>(feedback, extents, names);
+    master.resize(at);
+    load(p);
+  }
+  // Copies between the model's tensors and the flat buffer in plan order.
+  void load(model_params const& p) {
+    for (auto const& b : plan.buckets()) {
+      std::size_t at = first[b.id];
+      for (auto const& c : plan.chunks_of(b)) {
+        std::memcpy(master.data() + at, p.tensors[c.tensor].data() + c.offset, c.count * 4);
+        at += c.count;
+      }
+    }
+  }
+  void write(model_params& p) const {
+    for (auto const& b : plan.buckets()) {
+      std::size_t at = first[b.id];
+      for (auto const& c : plan.chunks_of(b)) {
+        std::memcpy(p.tensors[c.tensor].data() + c.offset, master.data() + at, c.count * 4);
+        at += c.count;
+      }
+    }
+  }
+  // Per-bucket buffers, sized once (as a careful hand composition would): no allocation per step.
+  struct bucket_buffers {
+    std::vector<float> grad, sum;
+    sparse_buffer<float> sparse;
+    std::vector<std::byte> frame;
+    std::vector<std::vector<std::byte>> parts;
+    std::vector<std::span<std::byte const>> views;
+  };
+  std::vector<bucket_buffers> buffers;
+
+  void step(std::uint64_t s, std::vector<std::vector<float>> const& g) {
+    using collective = typename pipeline<C, F, O, local_transport>::collective;
+    float const n = static_cast<float>(t.size());
+    if (buffers.empty()) {
+      for (auto const& b : plan.buckets()) {
+        auto& bb = buffers.emplace_back();
+        bb.grad.resize(b.elements);
+        bb.sum.resize(b.elements);
+        bb.frame.resize(codec.max_encoded_bytes(b.elements));
+        bb.parts.resize(static_cast<std::size_t>(t.size()));
+        bb.views.resize(bb.parts.size());
+      }
+    }
+    for (auto const& b : plan.buckets()) {
+      auto& bb = buffers[b.id];
+      std::size_t at = 0;
+      for (auto const& c : plan.chunks_of(b)) {
+        std::memcpy(bb.grad.data() + at, g[c.tensor].data() + c.offset, c.count * 4);
+        at += c.count;
+      }
+      collective_context const ctx{.step = s,
+                                   .tensor = b.id,
+                                   .seed = options.seed,
+                                   .timeout = options.timeout,
+                                   .tag = message_tag{static_cast<std::uint32_t>(tags_per_collective * (1 + b.id))}};
+      std::span<float> params(master.data() + first[b.id], b.elements);
+      std::span<float const> const grad(bb.grad);
+      bool const compressed = b.compressed && !std::is_same_v<collective, by_ring_allreduce>;
+      if (!compressed) {
+        std::copy(bb.grad.begin(), bb.grad.end(), bb.sum.begin());
+        ring_allreduce(t, std::span<float>(bb.sum), ctx, rws);
+      } else if constexpr (std::is_same_v<collective, by_sparse_allgather>) {
+        if constexpr (std::is_same_v<F, no_feedback>) {
+          sparse_allgather(t, codec, grad, bb.sparse, ctx, aws);  // the one-call form
+        } else {
+          bb.frame.resize(codec.max_encoded_bytes(b.elements));
+          bb.frame.resize(feedback.encode(codec, fstate->slice(b.id), grad, ctx.for_rank(t.rank()), fws, bb.frame));
+          sparse_allgather_encoded(t, codec, std::span<std::byte const>(bb.frame), b.elements, bb.sparse, ctx, aws);
+        }
+        for (float& x : bb.sparse.values()) x /= n;
+        opt.step(ostates[b.id], params, bb.sparse.view());
+        continue;
+      } else if constexpr (std::is_same_v<collective, by_scatter_reduce_allgather>) {
+        if constexpr (std::is_same_v<F, no_feedback>) {
+          scatter_reduce_allgather(t, codec, grad, std::span<float>(bb.sum), ctx, sws);  // the one-call form
+        } else {
+          for (int j = 0; j < t.size(); ++j) {
+            auto const part = scatter_reduce_allgather_part(b.elements, t.size(), j);
+            auto& f = bb.parts[static_cast<std::size_t>(j)];
+            f.resize(codec.max_encoded_bytes(part.count));
+            f.resize(feedback.encode(codec, fstate->slice(b.id, part.first, part.count),
+                                     grad.subspan(part.first, part.count),
+                                     ctx.for_rank(t.rank(), 1 + static_cast<std::uint64_t>(j)), fws, f));
+            bb.views[static_cast<std::size_t>(j)] = f;
+          }
+          scatter_reduce_allgather_encoded(t, codec, std::span<std::span<std::byte const> const>(bb.views),
+                                           std::span<float>(bb.sum), ctx, sws);
+        }
+      }
+      for (float& x : bb.sum) x /= n;
+      opt.step(ostates[b.id], params, std::span<float const>(bb.sum));
+    }
+  }
+};
 
 }  // namespace sluice::test

@@ -24,119 +24,6 @@ using namespace sluice::test;
 
 constexpr int world = 4;
 
-// The hand composition: the same primitives the pipeline assembles, called in order by one thread.
-template <class C, class F, class O>
-struct hand_composition {
-  C codec;
-  F feedback;
-  O opt;
-  local_transport& t;
-  pipeline_options options;
-  layout l = model();
-  bucket_plan plan{l, bucket_options{.cap_bytes = options.bucket_bytes, .first_cap_bytes = options.first_bucket_bytes}};
-  std::vector<std::size_t> first;
-  std::unique_ptr<feedback_state> fstate;
-  std::vector<optimizer_state<O>> ostates;
-  std::vector<float> master;
-  feedback_workspace<C, float> fws;
-  allgather_workspace<C> aws;
-  scatter_reduce_allgather_workspace<C> sws;
-  ring_workspace rws;
-
-  hand_composition(C c, F f, O o, local_transport& tr, pipeline_options po, model_params const& p)
-      : codec(c), feedback(f), opt(o), t(tr), options(po) {
-    std::vector<std::size_t> extents;
-    std::vector<std::string> names;
-    std::size_t at = 0;
-    for (auto const& b : plan.buckets()) {
-      first.push_back(at);
-      extents.push_back(b.elements);
-      names.push_back(fmt::format("bucket {}", b.id));
-      ostates.emplace_back(opt, b.elements, static_cast<std::uint32_t>(b.id));
-      at += b.elements;
-    }
-    fstate = std::make_unique<feedback_state>(feedback, extents, names);
-    master.resize(at);
-    move(p, true);
-  }
-  // Copies between the model's tensors and the flat buffer in plan order.
-  void move(model_params const& p, bool in) {
-    for (auto const& b : plan.buckets()) {
-      std::size_t at = first[b.id];
-      for (auto const& c : plan.chunks_of(b)) {
-        if (in) std::memcpy(master.data() + at, p.tensors[c.tensor].data() + c.offset, c.count * 4);
-        at += c.count;
-      }
-    }
-  }
-  void write(model_params& p) const {
-    for (auto const& b : plan.buckets()) {
-      std::size_t at = first[b.id];
-      for (auto const& c : plan.chunks_of(b)) {
-        std::memcpy(p.tensors[c.tensor].data() + c.offset, master.data() + at, c.count * 4);
-        at += c.count;
-      }
-    }
-  }
-  void step(std::uint64_t s, std::vector<std::vector<float>> const& g) {
-    using collective = typename pipeline<C, F, O, local_transport>::collective;
-    float const n = static_cast<float>(t.size());
-    for (auto const& b : plan.buckets()) {
-      std::vector<float> grad(b.elements), sum(b.elements);
-      std::size_t at = 0;
-      for (auto const& c : plan.chunks_of(b)) {
-        std::memcpy(grad.data() + at, g[c.tensor].data() + c.offset, c.count * 4);
-        at += c.count;
-      }
-      collective_context const ctx{.step = s,
-                                   .tensor = b.id,
-                                   .seed = options.seed,
-                                   .timeout = options.timeout,
-                                   .tag = message_tag{static_cast<std::uint32_t>(tags_per_collective * (1 + b.id))}};
-      std::span<float> params(master.data() + first[b.id], b.elements);
-      bool const compressed = b.compressed && !std::is_same_v<collective, by_ring_allreduce>;
-      if (!compressed) {
-        sum = grad;
-        ring_allreduce(t, std::span<float>(sum), ctx, rws);
-      } else if constexpr (std::is_same_v<collective, by_sparse_allgather>) {
-        sparse_buffer<float> sparse;
-        if constexpr (std::is_same_v<F, no_feedback>) {
-          sparse_allgather(t, codec, std::span<float const>(grad), sparse, ctx, aws);  // the one-call form
-        } else {
-          std::vector<std::byte> frame(codec.max_encoded_bytes(b.elements));
-          std::size_t const bytes = feedback.encode(codec, fstate->slice(b.id), std::span<float const>(grad),
-                                                    ctx.for_rank(t.rank()), fws, frame);
-          sparse_allgather_encoded(t, codec, std::span<std::byte const>(frame).first(bytes), b.elements, sparse, ctx,
-                                   aws);
-        }
-        for (float& x : sparse.values()) x /= n;
-        opt.step(ostates[b.id], params, sparse.view());
-        continue;
-      } else if constexpr (std::is_same_v<collective, by_scatter_reduce_allgather>) {
-        if constexpr (std::is_same_v<F, no_feedback>) {
-          scatter_reduce_allgather(t, codec, std::span<float const>(grad), std::span<float>(sum), ctx, sws);
-        } else {
-          std::vector<std::vector<std::byte>> parts(static_cast<std::size_t>(t.size()));
-          std::vector<std::span<std::byte const>> views(parts.size());
-          for (int j = 0; j < t.size(); ++j) {
-            auto const part = scatter_reduce_allgather_part(b.elements, t.size(), j);
-            auto& f = parts[static_cast<std::size_t>(j)];
-            f.resize(codec.max_encoded_bytes(part.count));
-            f.resize(feedback.encode(codec, fstate->slice(b.id, part.first, part.count),
-                                     std::span<float const>(grad).subspan(part.first, part.count),
-                                     ctx.for_rank(t.rank(), 1 + static_cast<std::uint64_t>(j)), fws, f));
-            views[static_cast<std::size_t>(j)] = f;
-          }
-          scatter_reduce_allgather_encoded(t, codec, std::span<std::span<std::byte const> const>(views),
-                                           std::span<float>(sum), ctx, sws);
-        }
-      }
-      for (float& x : sum) x /= n;
-      opt.step(ostates[b.id], params, std::span<float const>(sum));
-    }
-  }
-};
-
 // Runs `steps` steps of the pipeline and of the hand composition on every rank of a local world
 // and checks, after every step t, that the trainer's parameters are exactly the hand
 // composition's after max(0, t + 1 - s) updates, with the gradient of step t computed from the
@@ -168,7 +55,7 @@ void check_against_hand(C codec, F feedback, O opt, unsigned staleness, int step
   errors = test::run_local(world, [&](local_transport& ep) {
     int const r = ep.rank();
     model_params p(model());
-    hand_composition<C, F, O> hand(codec, feedback, opt, ep, small_buckets(staleness), p);
+    hand_composition<C, F, O> hand(codec, feedback, opt, ep, small_buckets(staleness), model(), p);
     auto& h = history[static_cast<std::size_t>(r)];
     h.push_back(p);
     std::vector<std::vector<float>> g;

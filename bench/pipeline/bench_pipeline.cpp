@@ -1,0 +1,111 @@
+// The cost of assembly: sluice::pipeline with staleness 0 against the hand composition of the same
+// primitives (bucket plan, feedback + codec, split-phase collective, mean, optimizer; one thread
+// per rank calling them in order), the same work on the same local world of 4 ranks, with the
+// gradient layout of a real model (bench/pipeline/layouts/*.json). Both run in the same process,
+// alternately, and the benchmark reports each one's median step and their ratio.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "pipeline/pipeline_testing.hpp"
+
+namespace {
+
+using namespace sluice;
+using clock_type = std::chrono::steady_clock;
+
+constexpr int world = 4;
+
+layout load_layout(std::string const& model) {
+  std::ifstream in(std::string(SLUICE_BENCH_LAYOUTS) + "/" + model + ".json");
+  if (!in) throw error(errc::invalid_argument, "bench_pipeline: no layout file for " + model);
+  auto const j = nlohmann::json::parse(in);
+  layout l;
+  for (auto const& t : j.at("layout"))
+    l.add(t.at("name").get<std::string>(), t.at("shape").get<std::vector<std::size_t>>());
+  return l;
+}
+
+// Median seconds per step on rank 0 over `steps` steps after one warm-up step.
+template <class C, class F, class O>
+double run(bool assembled, layout const& l, C codec, F feedback, O opt, int steps) {
+  auto eps = local_transport::create(world);
+  std::vector<double> times;
+  std::vector<std::thread> threads;
+  pipeline_options const po{.seed = 1};
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      auto& t = eps[static_cast<std::size_t>(r)];
+      test::model_params p(l);
+      std::vector<std::vector<float>> g;
+      test::gradients(r, 0, p, g);
+      auto time = [&](int s, auto&& body) {
+        auto const t0 = clock_type::now();
+        body();
+        if (r == 0 && s > 0) times.push_back(std::chrono::duration<double>(clock_type::now() - t0).count());
+      };
+      if (assembled) {
+        pipeline pipe{codec, feedback, opt, t, po};
+        auto spans = p.spans();
+        pipe.attach(l, spans);
+        auto const grads = test::views(g);
+        for (int s = 0; s <= steps; ++s) time(s, [&] { pipe.step(grads); });
+      } else {
+        test::hand_composition<C, F, O> hand(codec, feedback, opt, t, po, l, p);
+        for (int s = 0; s <= steps; ++s)
+          time(s, [&] {
+            hand.step(static_cast<std::uint64_t>(s), g);
+            hand.write(p);
+          });
+      }
+    });
+  for (auto& th : threads) th.join();
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+template <class C, class F, class O>
+void pipeline_vs_hand(benchmark::State& state, std::string const& model, C codec, F feedback, O opt) {
+  layout const l = load_layout(model);
+  int const steps = 3;
+  double pipe_s = 0, hand_s = 0;
+  for (auto _ : state) {
+    std::vector<double> h, p;
+    for (int round = 0; round < 2; ++round) {  // alternate, so drifts of the host hit both
+      h.push_back(run(false, l, codec, feedback, opt, steps));
+      p.push_back(run(true, l, codec, feedback, opt, steps));
+    }
+    hand_s = std::min(h[0], h[1]);
+    pipe_s = std::min(p[0], p[1]);
+    state.SetIterationTime(pipe_s);
+  }
+  double const n = static_cast<double>(l.total_elements());
+  state.counters["hand_ms"] = hand_s * 1e3;
+  state.counters["pipeline_ms"] = pipe_s * 1e3;
+  state.counters["pipeline_vs_hand"] = pipe_s / hand_s;
+  state.SetItemsProcessed(static_cast<std::int64_t>(n) * state.iterations());
+  state.SetBytesProcessed(static_cast<std::int64_t>(n * sizeof(float)) * state.iterations());
+  state.SetLabel(fmt::format("{}, {} tensors, {} ranks (local)", model, l.size(), world));
+}
+
+void BM_pipeline_vs_hand_block_top_k(benchmark::State& state) {
+  pipeline_vs_hand(state, "resnet50", block_top_k{.ratio = 0.01}, residual{}, adam{.lr = 1e-3});
+}
+void BM_pipeline_vs_hand_maxmin4(benchmark::State& state) {
+  pipeline_vs_hand(state, "resnet50", maxmin_quantize{.bits = 4}, residual{}, adam{.lr = 1e-3});
+}
+void BM_pipeline_vs_hand_dense(benchmark::State& state) {
+  pipeline_vs_hand(state, "resnet50", identity{}, no_feedback{}, adam{.lr = 1e-3});
+}
+BENCHMARK(BM_pipeline_vs_hand_block_top_k)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BM_pipeline_vs_hand_maxmin4)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BM_pipeline_vs_hand_dense)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1);
+
+}  // namespace
