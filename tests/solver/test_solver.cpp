@@ -134,7 +134,8 @@ TEST_CASE("the cost model of one bucket is the sum of its stages, by hand") {
   CHECK(best.batches == std::vector<std::size_t>{24, 6});  // f = 0.034, 0.0326; 23/7 gives 0.033, 0.0347
   double const n = 1024.0 * 1024.0, dense = 4 * n;
   double const bytes = static_cast<double>(top_k{.ratio = 0.01}.max_encoded_bytes(1024 * 1024));
-  double const compute = 0.034, enc = dense * 1e-9, x = bytes / 1e8 + 1e-4, o = dense * 0.5e-9;
+  double const compute = 0.034, enc = dense * 1e-9, x = bytes / 1e8 + 1e-4;
+  double const o = dense * 0.5e-9 * 2 * 0.01;  // sparse apply: N * density of the dense cost
   plan q{top_k{.ratio = 0.01}, 30, {24, 6}, 8 * MiB, 0, {}};
   CHECK(s.predict(q).step_seconds == doctest::Approx(compute + enc + x + o).epsilon(1e-12));
   CHECK(s.predict(q).bytes_per_step == bytes);

@@ -53,6 +53,9 @@ struct problem {
   std::vector<std::size_t> bucket_caps{std::size_t{4} << 20, std::size_t{25} << 20};  ///< bytes
   std::vector<int> staleness{0, 1, 2};  ///< candidate staleness values, each in [0, 2]
   double apply_seconds_per_byte = 0;    ///< optimizer, seconds per dense gradient byte, >= 0
+  /// Sparse codecs feed sparse optimizer steps (optim's lazy / catch_up), which touch only the
+  /// received indices: at most N * k of n elements, so apply costs min(1, N * density) of dense.
+  bool sparse_apply = true;
   bucket_options bucketing{.chunk_bytes = std::size_t{256} << 10};  ///< all but cap_bytes
   efficiency_model efficiency{};
 };
@@ -292,6 +295,7 @@ class solver {
     codec_candidate codec{};
     std::vector<bucket_cost> buckets{};
     double bytes_per_step = 0;
+    double apply_fraction = 1;  // of compressed buckets' dense optimizer cost
   };
 
   prediction predict_from(stage_seconds const& st, std::size_t g, double d, int s) const {
@@ -311,7 +315,7 @@ class solver {
       e[j] = b.compressed ? b.dense_bytes * t.codec.encode_seconds_per_byte : 0;
       for (std::size_t l = 0; l < b.levels.size(); ++l)
         x[j] += b.levels[l].bytes / bw[l] + b.levels[l].messages * p_.links[l].latency_seconds;
-      o[j] = b.dense_bytes * p_.apply_seconds_per_byte;
+      o[j] = b.dense_bytes * p_.apply_seconds_per_byte * (b.compressed ? t.apply_fraction : 1.0);
       st.encode += e[j];
       st.exchange += x[j];
       st.apply += o[j];
@@ -325,7 +329,9 @@ class solver {
     o.cap_bytes = cap;
     o.first_cap_bytes = std::min(o.first_cap_bytes, cap);
     bucket_plan const bp(p_.model, o);
-    table t{cap, c, {}, 0};
+    table t{cap, c, {}, 0, 1};
+    if (p_.sparse_apply && gathers(c.codec))
+      t.apply_fraction = std::min(1.0, static_cast<double>(p_.workers.size()) * density(c.codec));
     for (auto const& b : bp.buckets()) {
       bucket_cost bc{static_cast<double>(b.bytes), b.compressed, {}};
       codec_value const& cv = b.compressed ? c.codec : codec_value{identity{}};
