@@ -208,48 +208,68 @@ class solver {
         if ((!fc || t.codec.codec == *fc) && (!fcap || t.cap == *fcap)) tabs.push_back(&t);
     }
     // Batches: fixed per worker, fixed global, or every candidate.
-    std::vector<std::pair<std::size_t, std::vector<std::size_t>>> batch_sets;
+    struct batch_set {
+      std::size_t global;
+      std::vector<std::size_t> const* split;
+      double compute;
+    };
+    std::vector<std::size_t> own_split;
+    std::vector<batch_set> batch_sets;
     if (auto const* fb = req.batches.fixed()) {
       check_fixed_batches(*fb, req.global_batch.fixed());
       std::size_t g = 0;
       for (std::size_t x : *fb) g += x;
-      batch_sets.push_back({g, *fb});
+      batch_sets.push_back({g, fb, 0});
     } else if (auto const* fg = req.global_batch.fixed()) {
       require(*fg > 0, errc::invalid_argument, "solver: fixed global_batch must be > 0");
-      auto b = allocate_batches(p_.workers, *fg);
-      require(!b.empty(), errc::unsupported,
+      own_split = allocate_batches(p_.workers, *fg);
+      require(!own_split.empty(), errc::unsupported,
               "solver: global batch {} cannot be split over {} workers (each needs >= 1 sample, and the memory "
               "caps allow at most {}); fix a feasible global batch",
               *fg, p_.workers.size(), total_room());
-      batch_sets.push_back({*fg, std::move(b)});
+      batch_sets.push_back({*fg, &own_split, 0});
     } else {
       for (std::size_t i = 0; i < p_.global_batches.size(); ++i)
-        if (!allocations_[i].empty()) batch_sets.push_back({p_.global_batches[i], allocations_[i]});
+        if (!allocations_[i].empty()) batch_sets.push_back({p_.global_batches[i], &allocations_[i], 0});
     }
+    for (auto& b : batch_sets) b.compute = compute_seconds(p_.workers, *b.split);
     std::vector<int> stal = p_.staleness;
     if (auto const* fs = req.staleness.fixed()) {
       require(*fs >= 0 && *fs <= 2, errc::invalid_argument, "solver: fixed staleness {} is outside [0, 2]", *fs);
       stal = {*fs};
     }
+    // Score every candidate; plans are built only for the `count` best.
     struct scored {
       double tta;
       std::size_t order;
-      plan p;
+      table const* t;
+      batch_set const* b;
+      int s;
+      prediction pr;
     };
+    auto const better = [](scored const& a, scored const& b) {
+      return a.tta < b.tta || (a.tta == b.tta && a.order < b.order);
+    };
+    std::size_t const want = std::max<std::size_t>(count, 1);
     std::vector<scored> all;
     std::size_t order = 0;
     for (table const* t : tabs) {
       stage_seconds const base = pipeline_seconds(*t, bw);
       double const d = density(t->codec.codec);
-      for (auto const& [g, b] : batch_sets) {
+      for (auto const& b : batch_sets) {
         stage_seconds st = base;
-        st.compute = compute_seconds(p_.workers, b);
+        st.compute = b.compute;
         for (int s : stal) {
-          prediction pr = predict_from(st, g, d, s);
+          prediction pr = predict_from(st, b.global, d, s);
           pr.bytes_per_step = t->bytes_per_step;
           ++order;
           if (!std::isfinite(pr.time_to_accuracy)) continue;
-          all.push_back({pr.time_to_accuracy, order, plan{t->codec.codec, g, b, t->cap, s, pr}});
+          scored const c{pr.time_to_accuracy, order, t, &b, s, pr};
+          if (want == 1 && !all.empty()) {
+            if (better(c, all.front())) all.front() = c;
+          } else {
+            all.push_back(c);
+          }
         }
       }
     }
@@ -257,12 +277,13 @@ class solver {
             "solver: no feasible configuration: every candidate is refused by the batch caps or the efficiency "
             "curve (densities below its sparsest point {}); add candidates or relax the fixed fields",
             p_.efficiency.compression_curve.back().first);
-    std::size_t const keep = std::min(std::max<std::size_t>(count, 1), all.size());
-    std::partial_sort(
-        all.begin(), all.begin() + static_cast<std::ptrdiff_t>(keep), all.end(),
-        [](scored const& a, scored const& b) { return a.tta < b.tta || (a.tta == b.tta && a.order < b.order); });
+    std::size_t const keep = std::min(want, all.size());
+    std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(keep), all.end(), better);
     std::vector<plan> out;
-    for (std::size_t i = 0; i < keep; ++i) out.push_back(std::move(all[i].p));
+    for (std::size_t i = 0; i < keep; ++i) {
+      auto const& c = all[i];
+      out.push_back(plan{c.t->codec.codec, c.b->global, *c.b->split, c.t->cap, c.s, c.pr});
+    }
     return out;
   }
 
@@ -308,19 +329,22 @@ class solver {
   }
 
   stage_seconds pipeline_seconds(table const& t, std::vector<double> const& bw) const {
-    std::vector<double> e(t.buckets.size()), x(t.buckets.size()), o(t.buckets.size());
     stage_seconds st;
-    for (std::size_t j = 0; j < t.buckets.size(); ++j) {
-      auto const& b = t.buckets[j];
-      e[j] = b.compressed ? b.dense_bytes * t.codec.encode_seconds_per_byte : 0;
+    double c0 = 0, c1 = 0, c2 = 0;  // flow_shop's recurrence, streamed
+    for (auto const& b : t.buckets) {
+      double const e = b.compressed ? b.dense_bytes * t.codec.encode_seconds_per_byte : 0;
+      double x = 0;
       for (std::size_t l = 0; l < b.levels.size(); ++l)
-        x[j] += b.levels[l].bytes / bw[l] + b.levels[l].messages * p_.links[l].latency_seconds;
-      o[j] = b.dense_bytes * p_.apply_seconds_per_byte * (b.compressed ? t.apply_fraction : 1.0);
-      st.encode += e[j];
-      st.exchange += x[j];
-      st.apply += o[j];
+        x += b.levels[l].bytes / bw[l] + b.levels[l].messages * p_.links[l].latency_seconds;
+      double const o = b.dense_bytes * p_.apply_seconds_per_byte * (b.compressed ? t.apply_fraction : 1.0);
+      st.encode += e;
+      st.exchange += x;
+      st.apply += o;
+      c0 += e;
+      c1 = std::max(c0, c1) + x;
+      c2 = std::max(c1, c2) + o;
     }
-    st.pipelined = flow_shop(e, x, o);
+    st.pipelined = c2;
     return st;
   }
 
