@@ -365,3 +365,49 @@ TEST_CASE("choice holds a fixed value or auto_select") {
   choice<int> c = auto_select{};
   CHECK(c == a);
 }
+
+TEST_CASE("layer_bits: the DP matches brute force over the rounded errors and keeps the budget") {
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> u(0, 1);
+  std::vector<unsigned> const choices{2, 3, 4, 8};
+  for (int trial = 0; trial < 30; ++trial) {
+    CAPTURE(trial);
+    std::vector<layer_stat> layers;
+    std::size_t const L = 1 + rng() % 5;
+    for (std::size_t l = 0; l < L; ++l) layers.push_back({1000 + rng() % 100000, 0.01 + u(rng)});
+    double lo = 0, hi = 0;
+    for (auto const& l : layers) {
+      lo += quantization_error(l, 8);
+      hi += quantization_error(l, 2);
+    }
+    double const budget = lo + (hi - lo) * u(rng);
+    std::size_t const res = 1000;
+    auto const got = layer_bits(layers, choices, budget, 1024, res);
+    CHECK(got.error <= budget * (1 + 1e-12));
+    // Brute force with the DP's rounding of errors to budget / res units.
+    double const unit = budget / static_cast<double>(res);
+    std::size_t best = std::numeric_limits<std::size_t>::max();
+    std::vector<std::size_t> idx(L, 0);
+    for (;;) {
+      std::size_t units = 0, bytes = 0;
+      for (std::size_t l = 0; l < L; ++l) {
+        unsigned const b = choices[idx[l]];
+        units += static_cast<std::size_t>(std::ceil(quantization_error(layers[l], b) / unit - 1e-12));
+        bytes += maxmin_quantize{.bits = b}.max_encoded_bytes(layers[l].elements);
+      }
+      if (units <= res) best = std::min(best, bytes);
+      std::size_t l = 0;
+      while (l < L && ++idx[l] == choices.size()) idx[l++] = 0;
+      if (l == L) break;
+    }
+    CHECK(got.bytes == best);
+    std::size_t bytes = 0;
+    for (std::size_t l = 0; l < L; ++l)
+      bytes += maxmin_quantize{.bits = got.bits[l]}.max_encoded_bytes(layers[l].elements);
+    CHECK(bytes == got.bytes);
+  }
+  std::vector<layer_stat> one{{1000, 1.0}};
+  CHECK_THROWS_AS((void)layer_bits(one, choices, 1e-12), error);  // even 8 bits is too coarse
+  std::vector<unsigned> bad{9};
+  CHECK_THROWS_AS((void)layer_bits(one, bad, 1.0), error);
+}

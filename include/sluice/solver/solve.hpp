@@ -295,7 +295,16 @@ class solver {
             c.staleness);
     require(c.bucket_cap_bytes > 0, errc::invalid_argument, "solver: bucket_cap_bytes must be > 0");
     validate(c.codec);
-    table const t = make_table(c.bucket_cap_bytes, candidate_for(c.codec));
+    // A candidate's precomputed table, else one built for this configuration.
+    table own;
+    table const* tp = nullptr;
+    for (auto const& x : tables_)
+      if (x.cap == c.bucket_cap_bytes && x.codec.codec == c.codec) tp = &x;
+    if (!tp) {
+      own = make_table(c.bucket_cap_bytes, candidate_for(c.codec));
+      tp = &own;
+    }
+    table const& t = *tp;
     stage_seconds st = pipeline_seconds(t, bw);
     st.compute = compute_seconds(p_.workers, c.batches);
     std::size_t g = 0;
