@@ -364,6 +364,10 @@ TEST_CASE("choice holds a fixed value or auto_select") {
   CHECK(b.value() == 3);
   choice<int> c = auto_select{};
   CHECK(c == a);
+  config_request r;
+  r.codec = top_k{.ratio = 0.02};  // converts to codec_value
+  REQUIRE(r.codec.fixed() != nullptr);
+  CHECK(*r.codec.fixed() == codec_value{top_k{.ratio = 0.02}});
 }
 
 TEST_CASE("layer_bits: the DP matches brute force over the rounded errors and keeps the budget") {

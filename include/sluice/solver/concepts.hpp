@@ -31,6 +31,11 @@ class choice {
   constexpr choice() = default;
   constexpr choice(auto_select) noexcept {}  // NOLINT: implicit by design
   constexpr choice(T v) noexcept(std::is_nothrow_move_constructible_v<T>) : v_(std::move(v)) {}  // NOLINT
+  /// Fixes the field from anything T is constructible from (`want.codec = sluice::top_k{.ratio = 0.01};`).
+  template <class U>
+  requires(!std::is_same_v<std::remove_cvref_t<U>, T> && !std::is_same_v<std::remove_cvref_t<U>, auto_select> &&
+           !std::is_same_v<std::remove_cvref_t<U>, choice> && std::is_constructible_v<T, U&&>) constexpr choice(U&& v)
+      : v_(std::in_place, std::forward<U>(v)) {}  // NOLINT: implicit by design
 
   /// True when the solver chooses this field.
   [[nodiscard]] constexpr bool is_auto() const noexcept { return !v_.has_value(); }
