@@ -21,3 +21,4 @@ export OMP_PROC_BIND=${OMP_PROC_BIND:-close}
 "./build/release/bench/bench_$area" --benchmark_out="build/bench/$area.json" --benchmark_out_format=json "$@"
 python3 scripts/bench_table.py "build/bench/$area.json" > "build/bench/$area.md"
 echo "wrote build/bench/$area.json and build/bench/$area.md"
+if [ "$area" = solver ]; then echo "trace: build/bench/solver_trace.{json,tsv}; plot it with scripts/plot_solver.sh"; fi

@@ -1,0 +1,417 @@
+// The cost model, efficiency model, batch allocation, solver and bandwidth monitor: hand-computed
+// predictions, brute-force optima on randomized small problems, monotonicity in bandwidth, fixed
+// fields, and clear errors for invalid descriptions.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstddef>
+#include <functional>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include <sluice/pipeline/concepts.hpp>
+#include <sluice/solver/all.hpp>
+
+namespace {
+
+using namespace sluice;
+
+constexpr std::size_t MiB = std::size_t{1} << 20;
+
+// A random small problem: 2-4 workers, one or two link levels, a few tensors, every codec kind.
+problem random_problem(std::mt19937_64& rng, double encode_rate = -1) {
+  std::uniform_real_distribution<double> u(0, 1);
+  std::size_t const n = 2 + rng() % 3;
+  problem p;
+  for (std::size_t i = 0; i < n; ++i) p.workers.push_back({{0.05 * u(rng), 1e-4 + 2e-3 * u(rng)}, 4 + rng() % 12});
+  auto const bw = [&] { return std::pow(10.0, 5.5 + 4 * u(rng)); };
+  if (n == 4 && rng() % 2)
+    p.links = {{2, bw(), 1e-3 * u(rng)}, {2, bw(), 1e-3 * u(rng)}};
+  else
+    p.links = {{n, bw(), 1e-3 * u(rng)}};
+  std::size_t const tensors = 1 + rng() % 3;
+  for (std::size_t t = 0; t < tensors; ++t) p.model.add(fmt::format("w{}", t), {16 + rng() % 500, 16 + rng() % 300});
+  p.model.add("bias", {64});
+  auto const rate = [&] { return encode_rate >= 0 ? encode_rate : 2e-9 * u(rng); };
+  p.codecs = {{identity{}, encode_rate >= 0 ? encode_rate : 0},
+              {top_k{.ratio = 0.1}, rate()},
+              {top_k{.ratio = 0.01}, rate()},
+              {block_top_k{.ratio = 0.03}, rate()},
+              {maxmin_quantize{.bits = 4}, rate()}};
+  p.global_batches = {n + rng() % 8, n + 4 + rng() % 12};
+  p.bucket_caps = {64 << 10, 1 * MiB};
+  p.apply_seconds_per_byte = 1e-9 * u(rng);
+  p.efficiency.reference_steps = 1000;
+  p.efficiency.reference_batch = 8;
+  p.efficiency.noise_scale = 16 * u(rng);
+  return p;
+}
+
+// Calls f(batches) for every split of `global` into per-worker batches in [1, cap_i].
+void for_each_split(std::vector<worker_desc> const& w, std::size_t global, std::vector<std::size_t>& b, std::size_t i,
+                    std::function<void(std::vector<std::size_t> const&)> const& f) {
+  if (i + 1 == w.size()) {
+    if (global >= 1 && global <= w[i].max_batch) {
+      b[i] = global;
+      f(b);
+    }
+    return;
+  }
+  for (std::size_t x = 1; x <= w[i].max_batch && x < global; ++x) {
+    b[i] = x;
+    for_each_split(w, global - x, b, i + 1, f);
+  }
+}
+
+// The optimum by enumeration of every complete configuration through solver::predict.
+double brute_force(solver const& s, std::span<double const> bw) {
+  auto const& p = s.description();
+  double best = std::numeric_limits<double>::infinity();
+  std::vector<std::size_t> b(p.workers.size());
+  for (std::size_t cap : p.bucket_caps)
+    for (auto const& c : p.codecs)
+      for (std::size_t g : p.global_batches)
+        for (int st : p.staleness)
+          for_each_split(p.workers, g, b, 0, [&](std::vector<std::size_t> const& split) {
+            plan q{c.codec, g, split, cap, st, {}};
+            best = std::min(best, s.predict(q, bw).time_to_accuracy);
+          });
+  return best;
+}
+
+}  // namespace
+
+TEST_CASE("compute_samples fits f(b) = a + c b by least squares") {
+  compute_samples cs;
+  for (std::size_t b : {8u, 16u, 32u, 64u, 128u}) cs.observe(b, 0.02 + 0.001 * static_cast<double>(b));
+  auto const f = cs.fit();
+  CHECK(f.fixed_seconds == doctest::Approx(0.02).epsilon(1e-9));
+  CHECK(f.per_sample_seconds == doctest::Approx(0.001).epsilon(1e-9));
+  compute_samples one;
+  one.observe(32, 0.064);
+  one.observe(32, 0.064);
+  CHECK(one.fit().fixed_seconds == 0);
+  CHECK(one.fit().per_sample_seconds == doctest::Approx(0.002));
+  compute_samples neg;  // a negative intercept is refitted through the origin
+  neg.observe(10, 0.001);
+  neg.observe(20, 0.010);
+  CHECK(neg.fit().fixed_seconds == 0);
+  CHECK(neg.fit().per_sample_seconds > 0);
+  CHECK_THROWS_AS((void)compute_samples{}.fit(), error);
+  CHECK_THROWS_AS(cs.observe(0, 1.0), error);
+  CHECK_THROWS_AS(cs.observe(8, -1.0), error);
+}
+
+TEST_CASE("efficiency_model: batch law, compression curve and staleness") {
+  efficiency_model m;
+  CHECK(m.batch_factor(256) == doctest::Approx(1.0));
+  CHECK(m.batch_factor(512) < 1.0);
+  CHECK(m.batch_factor(512) > 0.5);  // doubling B never halves the steps while B_noise is finite
+  CHECK(m.compression_factor(1.0) == doctest::Approx(1.0));
+  CHECK(m.compression_factor(0.01) == doctest::Approx(1.25));
+  CHECK(m.compression_factor(std::sqrt(0.1 * 0.01)) == doctest::Approx((1.05 + 1.25) / 2));
+  CHECK(std::isinf(m.compression_factor(0.0005)));
+  CHECK(m.steps(256, 1.0, 1) == doctest::Approx(10000 * 1.05));
+  CHECK(std::isinf(m.steps(256, 1.0, 3)));
+  efficiency_model bad = m;
+  bad.compression_curve = {{0.1, 1.0}, {0.5, 1.2}};
+  CHECK_THROWS_AS(bad.validate(), error);
+}
+
+TEST_CASE("the cost model of one bucket is the sum of its stages, by hand") {
+  problem p;
+  p.workers = {{{0.01, 0.001}, 64}, {{0.02, 0.0021}, 64}};
+  p.links = {{2, 1e8, 1e-4}};
+  p.model.add("w", {1024, 1024});
+  p.codecs = {{top_k{.ratio = 0.01}, 1e-9}};
+  p.global_batches = {30};
+  p.bucket_caps = {8 * MiB};
+  p.bucketing.first_cap_bytes = 8 * MiB;
+  p.apply_seconds_per_byte = 0.5e-9;
+  solver const s(p);
+  plan const best = s.solve({});
+  CHECK(best.batches == std::vector<std::size_t>{24, 6});  // f = 0.034, 0.0326; 23/7 gives 0.033, 0.0347
+  double const n = 1024.0 * 1024.0, dense = 4 * n;
+  double const bytes = static_cast<double>(top_k{.ratio = 0.01}.max_encoded_bytes(1024 * 1024));
+  double const compute = 0.034, enc = dense * 1e-9, x = bytes / 1e8 + 1e-4;
+  double const o = dense * 0.5e-9 * 2 * 0.01;  // sparse apply: N * density of the dense cost
+  plan q{top_k{.ratio = 0.01}, 30, {24, 6}, 8 * MiB, 0, {}};
+  CHECK(s.predict(q).step_seconds == doctest::Approx(compute + enc + x + o).epsilon(1e-12));
+  CHECK(s.predict(q).bytes_per_step == bytes);
+  q.staleness = 1;
+  CHECK(s.predict(q).step_seconds == doctest::Approx(std::max(compute, enc + x + o)).epsilon(1e-12));
+  q.staleness = 2;
+  CHECK(s.predict(q).step_seconds == doctest::Approx(std::max({compute, enc, x, o})).epsilon(1e-12));
+  CHECK(s.predict(q).time_to_accuracy ==
+        doctest::Approx(s.predict(q).step_seconds * p.efficiency.steps(30, 0.01, 2)).epsilon(1e-12));
+}
+
+TEST_CASE("the solver returns the brute-force optimum on randomized small problems") {
+  std::mt19937_64 rng(20261202);
+  for (int trial = 0; trial < 25; ++trial) {
+    CAPTURE(trial);
+    solver const s(random_problem(rng));
+    std::vector<double> const bw = s.configured_bandwidths();
+    plan const got = s.solve({}, bw);
+    double const want = brute_force(s, bw);
+    CHECK(got.predicted.time_to_accuracy == doctest::Approx(want).epsilon(1e-12));
+    CHECK(s.predict(got, bw).time_to_accuracy == doctest::Approx(got.predicted.time_to_accuracy).epsilon(1e-12));
+    auto const top = s.ranked({}, bw, 3);
+    REQUIRE(!top.empty());
+    for (std::size_t i = 1; i < top.size(); ++i)
+      CHECK(top[i - 1].predicted.time_to_accuracy <= top[i].predicted.time_to_accuracy);
+  }
+}
+
+TEST_CASE("less bandwidth never yields less compression") {
+  // Candidates whose CPU cost does not depend on their strength (docs/solver.md states the
+  // condition): the chosen density never rises as the bandwidth of every level falls.
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 40; ++trial) {
+    CAPTURE(trial);
+    problem p = random_problem(rng, 1e-9);
+    p.codecs.push_back({top_k{.ratio = 0.003}, 1e-9});
+    p.codecs.push_back({maxmin_quantize{.bits = 8}, 1e-9});
+    p.codecs.push_back({maxmin_quantize{.bits = 2}, 1e-9});
+    solver const s(p);
+    double last = 2;
+    for (double g = 1e10; g > 1e5; g /= 1.3) {
+      std::vector<double> bw(p.links.size(), g);
+      double const d = density(s.solve({}, bw).codec);
+      CAPTURE(g);
+      CHECK(d <= last);
+      last = d;
+    }
+  }
+}
+
+TEST_CASE("heterogeneous workers get batches that equalize step times") {
+  std::vector<worker_desc> w{
+      {{0.010, 0.0010}, 1000}, {{0.030, 0.0005}, 1000}, {{0.0, 0.0031}, 1000}, {{0.005, 0.0017}, 90}};
+  for (std::size_t g : {4u, 7u, 100u, 257u, 1000u, 1190u}) {
+    CAPTURE(g);
+    auto const b = allocate_batches(w, g);
+    REQUIRE(b.size() == w.size());
+    std::size_t sum = 0;
+    double hi = 0, lo = std::numeric_limits<double>::infinity(), cmax = 0;
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      sum += b[i];
+      CHECK(b[i] >= 1);
+      CHECK(b[i] <= w[i].max_batch);
+      cmax = std::max(cmax, w[i].compute.per_sample_seconds);
+      if (b[i] > 1 && b[i] < w[i].max_batch) {
+        hi = std::max(hi, w[i].compute.seconds(b[i]));
+        lo = std::min(lo, w[i].compute.seconds(b[i]));
+      }
+    }
+    CHECK(sum == g);
+    if (hi > 0) CHECK(hi - lo <= cmax + 1e-12);  // the stated tolerance: one sample of the slowest
+    // No split is faster: moving one sample from the slowest worker to any other does not help.
+    double const t = compute_seconds(w, b);
+    for (std::size_t i = 0; i < w.size(); ++i)
+      for (std::size_t j = 0; j < w.size(); ++j) {
+        if (i == j || b[i] <= 1 || b[j] >= w[j].max_batch) continue;
+        auto c = b;
+        --c[i];
+        ++c[j];
+        CHECK(compute_seconds(w, c) >= t - 1e-15);
+      }
+  }
+  CHECK(allocate_batches(w, 3).empty());     // fewer samples than workers
+  CHECK(allocate_batches(w, 3091).empty());  // above the memory caps
+}
+
+TEST_CASE("fixed fields are respected") {
+  std::mt19937_64 rng(11);
+  for (int trial = 0; trial < 10; ++trial) {
+    solver const s(random_problem(rng));
+    auto const& p = s.description();
+    plan const free = s.solve({});
+    config_request r;
+    r.codec = codec_value{top_k{.ratio = 0.05}};  // not a candidate
+    r.bucket_cap_bytes = std::size_t{300000};     // not a candidate
+    r.staleness = 1;
+    plan const a = s.solve(r);
+    CHECK(a.codec == codec_value{top_k{.ratio = 0.05}});
+    CHECK(a.bucket_cap_bytes == 300000);
+    CHECK(a.staleness == 1);
+    CHECK(a.predicted.time_to_accuracy >= free.predicted.time_to_accuracy * (1 - 1e-12));
+    config_request rb;
+    rb.batches = std::vector<std::size_t>(p.workers.size(), 1);
+    rb.codec = p.codecs[1].codec;
+    plan const b = s.solve(rb);
+    CHECK(b.batches == std::vector<std::size_t>(p.workers.size(), 1));
+    CHECK(b.global_batch == p.workers.size());
+    CHECK(b.codec == p.codecs[1].codec);
+    config_request rg;
+    rg.global_batch = p.global_batches.back();
+    CHECK(s.solve(rg).global_batch == p.global_batches.back());
+  }
+}
+
+TEST_CASE("invalid descriptions give clear errors") {
+  auto const base = [] {
+    problem p;
+    p.workers = {{{0.01, 0.001}, 64}, {{0.01, 0.001}, 64}};
+    p.links = {{2, 1e8, 1e-4}};
+    p.model.add("w", {256, 256});
+    p.codecs = {{identity{}, 0}, {top_k{.ratio = 0.01}, 1e-9}};
+    p.global_batches = {32};
+    return p;
+  };
+  auto const fails = [](problem p, errc e) {
+    try {
+      solver const s(std::move(p));
+      (void)s.solve({});
+    } catch (error const& x) {
+      CHECK(x.kind() == e);
+      CHECK(std::string(x.what()).size() > 30);  // says what and why
+      return;
+    }
+    FAIL("no error");
+  };
+  CHECK_NOTHROW(solver{base()});
+  auto p = base();
+  p.links[0].bytes_per_second = 0;
+  fails(p, errc::invalid_argument);  // zero bandwidth
+  p = base();
+  p.links[0].latency_seconds = -1;
+  fails(p, errc::invalid_argument);  // negative latency
+  p = base();
+  p.workers[1].compute.fixed_seconds = -0.5;
+  fails(p, errc::invalid_argument);  // negative compute time
+  p = base();
+  p.links[0].group = 3;
+  fails(p, errc::invalid_argument);  // groups disagree with the workers
+  p = base();
+  p.model = layout{};
+  fails(p, errc::invalid_argument);  // nothing to send
+  p = base();
+  p.codecs.clear();
+  fails(p, errc::invalid_argument);
+  p = base();
+  p.global_batches = {1000};
+  fails(p, errc::unsupported);  // no feasible batch under the memory caps
+  p = base();
+  p.codecs = {{top_k{.ratio = 0.0001}, 1e-9}};
+  fails(p, errc::unsupported);  // refused by the efficiency curve
+  p = base();
+  p.codecs = {{top_k{.ratio = 2.0}, 1e-9}};
+  fails(p, errc::invalid_argument);  // the codec's own check
+  solver const s(base());
+  std::vector<double> zero{0.0};
+  CHECK_THROWS_AS((void)s.solve({}, zero), error);
+  config_request r;
+  r.staleness = 3;
+  CHECK_THROWS_AS((void)s.solve(r), error);
+  r = {};
+  r.batches = std::vector<std::size_t>{1};
+  CHECK_THROWS_AS((void)s.solve(r), error);
+  r = {};
+  r.batches = std::vector<std::size_t>{10, 10};
+  r.global_batch = std::size_t{21};
+  CHECK_THROWS_AS((void)s.solve(r), error);
+}
+
+TEST_CASE("bandwidth_monitor tracks goodput and detects a level change") {
+  bandwidth_monitor m;
+  CHECK(m.estimate() == 0);
+  CHECK(m.idle(0, 1));
+  double now = 0;
+  for (int i = 0; i < 40; ++i) {
+    double const f = 1 + 0.05 * ((i % 3) - 1);  // +-5 %
+    m.observe(1 << 20, (1 << 20) / (125e6 * f), now += 0.1);
+  }
+  CHECK(m.estimate() == doctest::Approx(125e6).epsilon(0.05));
+  CHECK(m.windowed_min() <= m.estimate());
+  CHECK(m.windowed_min() >= 125e6 * 0.94);
+  CHECK(m.changes() == 0);
+  int took = 0;
+  for (int i = 0; i < 20 && m.changes() == 0; ++i, ++took) m.observe(1 << 20, (1 << 20) / 6.25e6, now += 0.1);
+  CHECK(took == 3);  // change_samples
+  CHECK(m.estimate() == doctest::Approx(6.25e6).epsilon(0.01));
+  CHECK(m.windowed_min() == doctest::Approx(6.25e6).epsilon(0.01));
+  CHECK(m.last_change_time() == doctest::Approx(now));
+  // Ignored: too few bytes, zero or negative time.
+  auto const n = m.samples();
+  m.observe(0, 1.0, now);
+  m.observe(100, 0.0, now);
+  m.observe(100, -1.0, now);
+  CHECK(m.samples() == n);
+  CHECK(m.idle(now + 5, 2));
+  CHECK(!m.idle(now + 1, 2));
+  CHECK_THROWS_AS(bandwidth_monitor(monitor_options{.alpha = 0}), error);
+}
+
+TEST_CASE("monitor_sink is a TelemetrySink that keeps only communicate samples") {
+  static_assert(TelemetrySink<monitor_sink>);
+  monitor_sink sink;
+  sink.record(stage_sample{.which = stage::encode, .bytes = 1000, .seconds = 1});
+  CHECK(sink.snapshot().samples() == 0);
+  sink.record(stage_sample{.which = stage::communicate, .bytes = 1000, .seconds = 1e-3});
+  CHECK(sink.snapshot().samples() == 1);
+  CHECK(sink.snapshot().estimate() == doctest::Approx(1e6));
+}
+
+TEST_CASE("choice holds a fixed value or auto_select") {
+  choice<int> a;
+  CHECK(a.is_auto());
+  CHECK(a.fixed() == nullptr);
+  CHECK_THROWS_AS((void)a.value(), error);
+  choice<int> b = 3;
+  CHECK(!b.is_auto());
+  CHECK(b.value() == 3);
+  choice<int> c = auto_select{};
+  CHECK(c == a);
+  config_request r;
+  r.codec = top_k{.ratio = 0.02};  // converts to codec_value
+  REQUIRE(r.codec.fixed() != nullptr);
+  CHECK(*r.codec.fixed() == codec_value{top_k{.ratio = 0.02}});
+}
+
+TEST_CASE("layer_bits: the DP matches brute force over the rounded errors and keeps the budget") {
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> u(0, 1);
+  std::vector<unsigned> const choices{2, 3, 4, 8};
+  for (int trial = 0; trial < 30; ++trial) {
+    CAPTURE(trial);
+    std::vector<layer_stat> layers;
+    std::size_t const L = 1 + rng() % 5;
+    for (std::size_t l = 0; l < L; ++l) layers.push_back({1000 + rng() % 100000, 0.01 + u(rng)});
+    double lo = 0, hi = 0;
+    for (auto const& l : layers) {
+      lo += quantization_error(l, 8);
+      hi += quantization_error(l, 2);
+    }
+    double const budget = lo + (hi - lo) * u(rng);
+    std::size_t const res = 1000;
+    auto const got = layer_bits(layers, choices, budget, 1024, res);
+    CHECK(got.error <= budget * (1 + 1e-12));
+    // Brute force with the DP's rounding of errors to budget / res units.
+    double const unit = budget / static_cast<double>(res);
+    std::size_t best = std::numeric_limits<std::size_t>::max();
+    std::vector<std::size_t> idx(L, 0);
+    for (;;) {
+      std::size_t units = 0, bytes = 0;
+      for (std::size_t l = 0; l < L; ++l) {
+        unsigned const b = choices[idx[l]];
+        units += static_cast<std::size_t>(std::ceil(quantization_error(layers[l], b) / unit - 1e-12));
+        bytes += maxmin_quantize{.bits = b}.max_encoded_bytes(layers[l].elements);
+      }
+      if (units <= res) best = std::min(best, bytes);
+      std::size_t l = 0;
+      while (l < L && ++idx[l] == choices.size()) idx[l++] = 0;
+      if (l == L) break;
+    }
+    CHECK(got.bytes == best);
+    std::size_t bytes = 0;
+    for (std::size_t l = 0; l < L; ++l)
+      bytes += maxmin_quantize{.bits = got.bits[l]}.max_encoded_bytes(layers[l].elements);
+    CHECK(bytes == got.bytes);
+  }
+  std::vector<layer_stat> one{{1000, 1.0}};
+  CHECK_THROWS_AS((void)layer_bits(one, choices, 1e-12), error);  // even 8 bits is too coarse
+  std::vector<unsigned> bad{9};
+  CHECK_THROWS_AS((void)layer_bits(one, bad, 1.0), error);
+}
