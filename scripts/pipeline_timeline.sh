@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# scripts/pipeline_timeline.sh [BUILD_DIR] [OUT.png]
+# Runs examples/pipeline_telemetry with staleness 0 and 1 (2 ranks, 40 ms of stand-in compute per
+# step) and plots rank 0's stage samples as a timeline: one row per thread (trainer wait, encode,
+# exchange, apply), one panel per staleness. Needs gnuplot (Debian gnuplot-nox; installed when
+# missing) and python3. Not run in CI.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$SLUICE_ROOT"
+build=${1:-build/release}
+out=${2:-docs/pipeline_timeline.png}
+command -v gnuplot >/dev/null || sluice_install plot
+cmake --build "$build" --target pipeline_telemetry -j "$(sluice_jobs)" >/dev/null
+tmp=$(mktemp -d)
+for s in 0 1; do
+  "$build/examples/pipeline_telemetry" "$tmp/s$s.jsonl" "$s" 40 6
+  # One line per sample: start, end, row (0 wait, 1 encode, 2 exchange, 3 apply), bucket.
+  python3 - "$tmp/s$s.jsonl" > "$tmp/s$s.tsv" <<'PY'
+import json, sys
+rows = {"wait": 0, "encode": 1, "exchange": 2, "apply": 3}
+for line in open(sys.argv[1]):
+    d = json.loads(line)
+    if "stage" in d:
+        print(f'{d["start"]*1e3:.3f}\t{(d["start"]+d["seconds"])*1e3:.3f}\t{rows[d["stage"]]}\t{d["bucket"]}')
+PY
+done
+gnuplot <<GP
+set terminal pngcairo size 1200,600 font "sans,11"
+set output "$out"
+set multiplot layout 2,1
+set ytics ("trainer waits" 0, "encode" 1, "exchange" 2, "apply" 3)
+set yrange [-0.6:3.6]
+set grid x
+set xlabel "ms since attach (rank 0; 40 ms of compute per step)"
+set style fill solid 0.8
+set title "staleness 0: the trainer waits for each step's exchange and update"
+plot "$tmp/s0.tsv" using ((\$1+\$2)/2):3:((\$2-\$1)/2):(0.35):3 with boxxyerror lc variable notitle
+set title "staleness 1: exchange and update of step t run while the trainer computes step t + 1"
+plot "$tmp/s1.tsv" using ((\$1+\$2)/2):3:((\$2-\$1)/2):(0.35):3 with boxxyerror lc variable notitle
+unset multiplot
+GP
+rm -rf "$tmp"
+echo "wrote $out"
