@@ -237,6 +237,21 @@ TEST_CASE("adam, adamw and sgd element functors give the CPU optimizers' bits") 
   run(sgd{.lr = 0.05, .momentum = 0.9, .nesterov = true}, sgd_of);
 }
 
+TEST_CASE("bf16_nearest rounds as Eigen::bfloat16") {
+  auto x = normal(4096, 21, 100.0f);
+  x.push_back(std::numeric_limits<float>::quiet_NaN());
+  x.push_back(-std::numeric_limits<float>::quiet_NaN());
+  x.push_back(std::numeric_limits<float>::infinity());
+  x.push_back(3.0e38f);
+  x.push_back(1e-40f);
+  for (float v : x) {
+    Eigen::bfloat16 const ref(v);
+    std::uint16_t rb;
+    std::memcpy(&rb, &ref, 2);
+    CHECK(cuda::bf16_nearest(v) == rb);
+  }
+}
+
 TEST_CASE("device statuses map to sluice errors at the host boundary") {
   CHECK_NOTHROW(cuda::check(cuda::device_status::ok, "k"));
   CHECK_THROWS_AS(cuda::check(cuda::device_status::size_mismatch, "k"), error);

@@ -217,6 +217,15 @@ struct scatter_add_element {
 /// compress_detail::magnitude_key.
 SLUICE_HD inline std::uint32_t magnitude_key(float x) noexcept { return detail::bits_of(x) & 0x7fffffffu; }
 
+/// float to bf16 bits with round-to-nearest-even (a NaN becomes the quiet NaN of its sign): the
+/// bf16 parameter shadow the CPU optimizers write (Eigen::bfloat16(x)).
+SLUICE_HD inline std::uint16_t bf16_nearest(float x) noexcept {
+  std::uint32_t const b = detail::bits_of(x);
+  std::uint32_t const r =
+      (b & 0x7fffffffu) > 0x7f800000u ? (b & 0x80000000u) | 0x7fc00000u : b + 0x7fffu + ((b >> 16) & 1u);
+  return static_cast<std::uint16_t>(r >> 16);
+}
+
 /// Adam / AdamW on one fp32 element with the per-step constants of sluice::adam or sluice::adamw
 /// (their kernel(t)): the operations, and their order, of the CPU optimizers.
 struct adam_element {
