@@ -108,6 +108,14 @@ struct philox_stream {
   SLUICE_HD float uniform(std::uint64_t i) const noexcept { return static_cast<float>(word(i) >> 8) * 0x1p-24f; }
 };
 
+/// Parameters of a max-min quantizer as device code takes them (sluice::maxmin_quantize's bits,
+/// bucket and rounding == stochastic).
+struct maxmin_params {
+  unsigned bits = 4;
+  unsigned bucket = 1024;
+  bool stochastic = false;
+};
+
 /// A max-min bucket's grid: level q decodes to min + q * unit.
 struct maxmin_grid {
   float min = 0.0f;

@@ -31,16 +31,7 @@
 #include <sluice/cuda/functors.hpp>
 #include <sluice/cuda/runtime.cuh>
 
-namespace sluice::cuda {
-
-/// Parameters of a max-min quantizer as the kernels take them (maxmin_quantize's fields).
-struct maxmin_params {
-  unsigned bits = 4;
-  unsigned bucket = 1024;
-  bool stochastic = false;
-};
-
-}  // namespace sluice::cuda
+namespace sluice::cuda {}  // namespace sluice::cuda
 
 // The kernels live outside any namespace named `cuda`: nvcc's generated launch stubs would read
 // libcu++'s ::cuda there as sluice::cuda and fail to compile.
