@@ -11,8 +11,11 @@
 #include <random>
 #include <vector>
 
+#include <thrust/execution_policy.h>
+
 #include <sluice/cuda/frame.hpp>
 #include <sluice/cuda/kernels.cuh>
+#include <sluice/cuda/thrust.cuh>
 #include <sluice/cuda/transfer.cuh>
 #include <sluice/optim/adam.hpp>
 #include <sluice/optim/adamw.hpp>
@@ -200,6 +203,24 @@ TEST_CASE("device adam, adamw and sgd steps give the CPU optimizers' bits, bf16 
   run(adam{.lr = 1e-2, .weight_decay = 0.01});
   run(adamw{.lr = 1e-2, .weight_decay = 0.05});
   run(sgd{.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01});
+}
+
+TEST_CASE("the Thrust formulations on the CUDA system write the kernels' bytes") {
+  std::size_t const n = 1000 * 77 + 3;
+  sc::maxmin_params const p{3, 1000, true};
+  auto const g = normal(n, 12), e0 = normal(n, 13, 0.1f);
+  auto dg = upload(g), de1 = upload(e0), de2 = upload(e0);
+  std::size_t const bytes = sc::maxmin_payload_bytes(n, p);
+  sc::device_buffer<std::byte> a(bytes), b(bytes);
+  sluice::stream_key const key{1, 2, 3, 4};
+  sc::check(sc::feedback_maxmin(dg.span(), de1.span(), p, key, a.span(), nullptr), "feedback_maxmin");
+  sc::portable::feedback_maxmin(thrust::cuda::par, dg.data(), de2.data(), n, p, key,
+                                reinterpret_cast<std::uint8_t*>(b.data()));
+  sc::check(cudaDeviceSynchronize(), "sync");
+  std::size_t const used = 8 * ((n + 999) / 1000) + (3 * n + 7) / 8;
+  auto const ha = download(a.data(), used), hb = download(b.data(), used);
+  CHECK(std::memcmp(ha.data(), hb.data(), used) == 0);
+  same_bits(download(de1.data(), n), download(de2.data(), n), "residual");
 }
 
 TEST_CASE("the staged device-to-host path delivers the bytes and reports completion") {
