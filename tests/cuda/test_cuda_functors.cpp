@@ -153,6 +153,55 @@ TEST_CASE("dequantize-add through the functors equals maxmin_quantize::decode_ad
   }
 }
 
+// The device's top-k rule on the CPU: the k-th largest key T, then key > T, or key == T and index
+// below the index past the ties-th element with key T.
+static std::vector<std::uint32_t> select_like_device(std::vector<float> const& x, std::size_t k) {
+  std::size_t const n = x.size();
+  std::vector<std::uint32_t> keys(n);
+  for (std::size_t i = 0; i < n; ++i) keys[i] = cuda::magnitude_key(x[i]);
+  auto sorted = keys;
+  std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(k - 1), sorted.end(), std::greater<>());
+  std::uint32_t const t = sorted[k - 1];
+  auto const above = static_cast<std::size_t>(std::count_if(keys.begin(), keys.end(), [&](auto v) { return v > t; }));
+  std::size_t const ties = k - above;
+  std::size_t seen = 0;
+  std::uint32_t limit = 0;
+  for (std::size_t i = 0; i < n && seen < ties; ++i)
+    if (keys[i] == t && ++seen == ties) limit = static_cast<std::uint32_t>(i + 1);
+  std::vector<std::uint32_t> idx;
+  for (std::size_t i = 0; i < n; ++i)
+    if (keys[i] > t || (keys[i] == t && i < limit)) idx.push_back(static_cast<std::uint32_t>(i));
+  return idx;
+}
+
+TEST_CASE("block scores and the device's selection rule give block_top_k::encode's frame") {
+  for (auto score : {block_score::l1, block_score::l2})
+    for (std::size_t block : {std::size_t{16}, std::size_t{5}, std::size_t{64}}) {
+      CAPTURE(block);
+      std::size_t const n = 10007;
+      auto x = normal(n, 31);
+      for (std::size_t i = 0; i < 3 * block; ++i) x[i] = 0.5f;  // tied blocks
+      block_top_k const c{.ratio = 0.05, .block = block, .score = score};
+      encode_context const ctx{.step = 4};
+      std::vector<std::byte> ref(c.max_encoded_bytes(n));
+      codec_workspace<block_top_k, float> ws;
+      ref.resize(c.encode(std::span<float const>(x), ctx, ws, ref));
+      std::size_t const nb = c.block_count(n), kb = c.keep_blocks(n);
+      std::vector<float> scores(nb);
+      for (std::size_t j = 0; j < nb; ++j)
+        scores[j] = cuda::block_score(x.data() + j * block, std::min(block, n - j * block), score == block_score::l2);
+      auto const blocks = select_like_device(scores, kb);
+      std::vector<float> vals(kb * block, 0.0f);
+      for (std::size_t j = 0; j < kb; ++j)
+        for (std::size_t e = 0; e < block && blocks[j] * block + e < n; ++e)
+          vals[j * block + e] = x[blocks[j] * block + e];
+      std::vector<std::byte> got(c.max_encoded_bytes(n));
+      got.resize(cuda::write_block_top_k_frame(c, ctx, n, blocks, vals, got));
+      REQUIRE(got.size() == ref.size());
+      CHECK(std::memcmp(got.data(), ref.data(), ref.size()) == 0);
+    }
+}
+
 TEST_CASE("top-k by threshold (key, tie index) and scatter-add equal top_k::encode and decode_add") {
   for (double ratio : {0.01, 0.1, 1.0}) {
     std::size_t const n = 20000;

@@ -26,8 +26,8 @@ namespace {
 // No `using namespace sluice` in a .cu file: it would make `cuda` ambiguous at global scope
 // (sluice::cuda and libcu++'s ::cuda), where nvcc's generated launch stubs name ::cuda types.
 namespace sc = sluice::cuda;
-using sluice::adam, sluice::adamw, sluice::sgd, sluice::maxmin_quantize, sluice::top_k, sluice::rounding,
-    sluice::encode_context, sluice::codec_workspace, sluice::optimizer_state;
+using sluice::adam, sluice::adamw, sluice::sgd, sluice::maxmin_quantize, sluice::top_k, sluice::block_top_k,
+    sluice::rounding, sluice::encode_context, sluice::codec_workspace, sluice::optimizer_state;
 
 std::vector<float> normal(std::size_t n, std::uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);
@@ -160,6 +160,35 @@ TEST_CASE("device top-k selects the CPU top_k's entries, with and without feedba
         c.decode_add(std::span<std::byte const>(cpu), ctx, ws, std::span<float>(dense));
         same_bits(download(dd.data(), n), dense, "scatter_add");
       }
+}
+
+TEST_CASE("device block top-k selects block_top_k's blocks") {
+  for (auto score : {sluice::block_score::l1, sluice::block_score::l2})
+    for (std::size_t block : {std::size_t{16}, std::size_t{7}}) {
+      CAPTURE(block);
+      std::size_t const n = (1u << 18) + 3;
+      auto x = normal(n, 21);
+      for (std::size_t i = 0; i < 4 * block; ++i) x[i] = 1.5f;  // tied blocks
+      block_top_k const c{.ratio = 0.02, .block = block, .score = score};
+      encode_context const ctx{.step = 5};
+      std::vector<std::byte> cpu(c.max_encoded_bytes(n));
+      codec_workspace<block_top_k, float> ws;
+      cpu.resize(c.encode(std::span<float const>(x), ctx, ws, cpu));
+      std::size_t const kb = c.keep_blocks(n);
+      auto dx = upload(x);
+      sc::block_top_k_workspace bw(n, block);
+      sc::device_buffer<std::uint32_t> blocks(kb);
+      sc::device_buffer<float> vals(kb * block);
+      sc::check(sc::block_top_k_select(dx.span(), block, score == sluice::block_score::l2, kb, bw, blocks.span(),
+                                       vals.span(), nullptr),
+                "block_top_k_select");
+      auto const hb = download(blocks.data(), kb);
+      auto const hv = download(vals.data(), kb * block);
+      std::vector<std::byte> frame(c.max_encoded_bytes(n));
+      frame.resize(sc::write_block_top_k_frame(c, ctx, n, hb, hv, frame));
+      REQUIRE(frame.size() == cpu.size());
+      CHECK(std::memcmp(frame.data(), cpu.data(), cpu.size()) == 0);
+    }
 }
 
 TEST_CASE("device adam, adamw and sgd steps give the CPU optimizers' bits, bf16 shadow included") {

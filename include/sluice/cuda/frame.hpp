@@ -10,6 +10,7 @@
 #include <cstring>
 #include <span>
 
+#include <sluice/compress/block_top_k.hpp>
 #include <sluice/compress/maxmin_quantize.hpp>
 #include <sluice/compress/top_k.hpp>
 #include <sluice/core/parallel.hpp>
@@ -70,6 +71,27 @@ inline std::size_t write_top_k_frame(top_k const& c, encode_context const& ctx, 
           c.keep(n), n);
   compress_detail::check_out(out.size(), c.max_encoded_bytes<float>(n), "cuda::write_top_k_frame");
   return compress_detail::write_sparse_frame<float>(wire::codec_id::top_k, ctx, n, indices, values, out);
+}
+
+/// The block_top_k frame of a selection made elsewhere (the device): `blocks` strictly
+/// increasing block indices, c.keep_blocks(n) of them, and `values` their elements, c.block per
+/// block (the last block of the tensor zero-padded). Equals c.encode() of the input when the
+/// selection is the same.
+inline std::size_t write_block_top_k_frame(block_top_k const& c, encode_context const& ctx, std::size_t n,
+                                           std::span<std::uint32_t const> blocks, std::span<float const> values,
+                                           std::span<std::byte> out) {
+  c.validate();
+  std::size_t const b = c.keep_blocks(n);
+  require(blocks.size() == b && values.size() == b * c.block, errc::size_mismatch,
+          "cuda::write_block_top_k_frame: {} blocks and {} values for {} blocks of {}", blocks.size(), values.size(), b,
+          c.block);
+  compress_detail::check_out(out.size(), c.max_encoded_bytes<float>(n), "cuda::write_block_top_k_frame");
+  wire::writer w(out, compress_detail::make_header<float>(wire::codec_id::block_top_k, ctx, n));
+  std::uint32_t const params[2] = {static_cast<std::uint32_t>(c.block), static_cast<std::uint32_t>(c.score)};
+  w.write(std::as_bytes(std::span(params)));
+  w.write(std::as_bytes(values));
+  w.commit(wire::encode_sorted_indices<std::uint32_t>(blocks, w.next()));
+  return w.finish();
 }
 
 namespace host {

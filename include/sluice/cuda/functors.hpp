@@ -225,6 +225,18 @@ struct scatter_add_element {
 /// compress_detail::magnitude_key.
 SLUICE_HD inline std::uint32_t magnitude_key(float x) noexcept { return detail::bits_of(x) & 0x7fffffffu; }
 
+/// The score of one block of block_top_k: the sum of |x| (l2 false) or of x^2 over len elements,
+/// in four lanes (element e into lane e % 4) added as (lane 0 + lane 1) + (lane 2 + lane 3), the
+/// order of the CPU codec.
+SLUICE_HD inline float block_score(float const* x, std::size_t len, bool l2) noexcept {
+  float lane[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (std::size_t e = 0; e < len; ++e) {
+    float const v = x[e];
+    lane[e % 4] = detail::add(lane[e % 4], l2 ? detail::mul(v, v) : detail::float_of(detail::bits_of(v) & 0x7fffffffu));
+  }
+  return detail::add(detail::add(lane[0], lane[1]), detail::add(lane[2], lane[3]));
+}
+
 /// float to bf16 bits with round-to-nearest-even (a NaN becomes the quiet NaN of its sign): the
 /// bf16 parameter shadow the CPU optimizers write (Eigen::bfloat16(x)).
 SLUICE_HD inline std::uint16_t bf16_nearest(float x) noexcept {

@@ -7,9 +7,12 @@
 //                     vectorized loads), e = c - decode: the ranges and levels sections of the frame
 //   dequantize_add    dense += decode(ranges, levels)
 //   top_k_select      exact top-k by radix select on the magnitude bits (three histogram passes,
-//                     11 + 11 + 9 bits, AIR top-k style), ties to the lower index, then an ordered
-//                     cub::DeviceSelect of the indices; with feedback fused (c = g + e in the first
-//                     pass, e = c - c where sent)
+//                     11 + 11 + 9 bits, AIR top-k style: the second pass filters the first digit's
+//                     bin into a candidate buffer that the third reads), ties to the lower index,
+//                     then an ordered cub::DeviceSelect of the indices; with feedback fused
+//                     (c = g + e in the first pass, e = c - c where sent)
+//   block_top_k_select  block_top_k's L1/L2 block scores, the best blocks by top_k_select, their
+//                     elements gathered
 //   scatter_add       dense[idx] += vals (distinct indices, as in every sluice sparse frame)
 //   adam_step, sgd_step  the dense optimizer updates, optional bf16 parameter shadow
 #pragma once
@@ -153,7 +156,7 @@ __global__ void dequantize_add(float* __restrict__ dense, std::size_t n, maxmin_
 
 /// Radix-select state of one top-k call, in device memory.
 struct top_k_state {
-  unsigned prefix, mask, k_left, threshold, limit, all_ties;
+  unsigned prefix, mask, k_left, threshold, limit, all_ties, use_cand, cand_count;
   unsigned hist[3][2048];
 };
 
@@ -161,35 +164,59 @@ inline constexpr int digit_shift[3] = {20, 9, 0};
 inline constexpr int digit_bits[3] = {11, 11, 9};
 
 /// Histogram of one digit of the keys that match the prefix chosen so far. Pass 0 with g set also
-/// compensates: c = g + e is written to e and ranked.
+/// compensates: c = g + e is written to x and ranked. Pass 1 also appends the matching keys to
+/// `cand` when the first digit's bin fits it (use_cand, set by top_k_choose<0>), and pass 2 then
+/// reads those candidates instead of the whole input (AIR top-k's filtering): two full reads.
 template <int Pass>
 __global__ void __launch_bounds__(threads)
-    top_k_histogram(float const* __restrict__ g, float* __restrict__ x, std::size_t n, top_k_state* st) {
+    top_k_histogram(float const* __restrict__ g, float* __restrict__ x, std::size_t n, top_k_state* st,
+                    unsigned* __restrict__ cand) {
   constexpr int shift = digit_shift[Pass], bins = 1 << digit_bits[Pass];
   __shared__ unsigned h[bins];
   for (int i = threadIdx.x; i < bins; i += threads) h[i] = 0;
   __syncthreads();
   unsigned const prefix = Pass == 0 ? 0u : st->prefix, mask = Pass == 0 ? 0u : st->mask;
+  bool const use_cand = Pass > 0 && st->use_cand != 0;
+  auto count = [&](unsigned k) { atomicAdd(&h[(k >> shift) & (bins - 1)], 1u); };
   auto rank = [&](float v) {
     unsigned const k = magnitude_key(v);
-    if ((k & mask) == prefix) atomicAdd(&h[(k >> shift) & (bins - 1)], 1u);
+    if ((k & mask) != prefix) return;
+    count(k);
+    if (Pass == 1 && use_cand) {
+      // One atomic per warp: the lanes holding a candidate take consecutive slots.
+      unsigned const lanes = __activemask();
+      unsigned const leader = static_cast<unsigned>(__ffs(static_cast<int>(lanes)) - 1);
+      unsigned const lane = threadIdx.x % 32, before = __popc(lanes & ((1u << lane) - 1u));
+      unsigned base = 0;
+      if (lane == leader) base = atomicAdd(&st->cand_count, static_cast<unsigned>(__popc(lanes)));
+      base = __shfl_sync(lanes, base, static_cast<int>(leader));
+      cand[base + before] = k;
+    }
   };
   std::size_t const stride = static_cast<std::size_t>(gridDim.x) * threads;
-  std::size_t const quads = aligned16(x) && (g == nullptr || aligned16(g)) ? n / 4 : 0;
-  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(threads) + threadIdx.x; i < quads; i += stride) {
-    float4 v = reinterpret_cast<float4 const*>(x)[i];
-    if (Pass == 0 && g != nullptr) {
-      float4 const gv = reinterpret_cast<float4 const*>(g)[i];
-      v = make_float4(cuda::detail::add(gv.x, v.x), cuda::detail::add(gv.y, v.y), cuda::detail::add(gv.z, v.z),
-                      cuda::detail::add(gv.w, v.w));
-      reinterpret_cast<float4*>(x)[i] = v;
+  std::size_t const first = blockIdx.x * static_cast<std::size_t>(threads) + threadIdx.x;
+  if (Pass == 2 && use_cand) {
+    for (std::size_t i = first; i < st->cand_count; i += stride) {
+      unsigned const k = cand[i];
+      if ((k & mask) == prefix) count(k);
     }
-    rank(v.x), rank(v.y), rank(v.z), rank(v.w);
-  }
-  for (std::size_t i = 4 * quads + blockIdx.x * static_cast<std::size_t>(threads) + threadIdx.x; i < n; i += stride) {
-    float v = x[i];
-    if (Pass == 0 && g != nullptr) x[i] = v = cuda::detail::add(g[i], v);
-    rank(v);
+  } else {
+    std::size_t const quads = aligned16(x) && (g == nullptr || aligned16(g)) ? n / 4 : 0;
+    for (std::size_t i = first; i < quads; i += stride) {
+      float4 v = reinterpret_cast<float4 const*>(x)[i];
+      if (Pass == 0 && g != nullptr) {
+        float4 const gv = reinterpret_cast<float4 const*>(g)[i];
+        v = make_float4(cuda::detail::add(gv.x, v.x), cuda::detail::add(gv.y, v.y), cuda::detail::add(gv.z, v.z),
+                        cuda::detail::add(gv.w, v.w));
+        reinterpret_cast<float4*>(x)[i] = v;
+      }
+      rank(v.x), rank(v.y), rank(v.z), rank(v.w);
+    }
+    for (std::size_t i = 4 * quads + first; i < n; i += stride) {
+      float v = x[i];
+      if (Pass == 0 && g != nullptr) x[i] = v = cuda::detail::add(g[i], v);
+      rank(v);
+    }
   }
   __syncthreads();
   for (int i = threadIdx.x; i < bins; i += threads)
@@ -197,9 +224,9 @@ __global__ void __launch_bounds__(threads)
 }
 
 /// Picks the bin holding the k_left-th largest key (k_total for the first digit; one block): scans
-/// the counts from the top.
+/// the counts from the top. After the first digit, decides whether its bin fits the candidates.
 template <int Pass>
-__global__ void __launch_bounds__(threads) top_k_choose(top_k_state* st, unsigned k_total) {
+__global__ void __launch_bounds__(threads) top_k_choose(top_k_state* st, unsigned k_total, unsigned cand_capacity) {
   constexpr int shift = digit_shift[Pass], bins = 1 << digit_bits[Pass], items = bins / threads;
   using scan = cub::BlockScan<unsigned, threads>;
   __shared__ typename scan::TempStorage tmp;
@@ -214,6 +241,7 @@ __global__ void __launch_bounds__(threads) top_k_choose(top_k_state* st, unsigne
       st->prefix |= bin << shift;
       st->mask |= static_cast<unsigned>(bins - 1) << shift;
       st->k_left = left;
+      if (Pass == 0) st->use_cand = cnt[j] <= cand_capacity ? 1u : 0u;
       if (Pass == 2) {
         st->threshold = st->prefix;
         st->all_ties = left == cnt[j] ? 1u : 0u;
@@ -274,6 +302,26 @@ __global__ void top_k_gather(float* __restrict__ x, std::uint32_t const* __restr
     float const v = x[idx[j]];
     vals[j] = v;
     if (feedback) x[idx[j]] = cuda::detail::sub(v, v);
+  }
+}
+
+/// Scores of the blocks of block_top_k (block_score), one thread per block.
+__global__ void block_scores(float const* __restrict__ x, std::size_t n, unsigned block, bool l2,
+                             float* __restrict__ scores, std::size_t nb) {
+  std::size_t const stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t j = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; j < nb; j += stride) {
+    std::size_t const first = j * block;
+    scores[j] = block_score(x + first, n - first < block ? n - first : block, l2);
+  }
+}
+
+/// The elements of the kept blocks, block after block, the tensor's last block zero-padded.
+__global__ void gather_blocks(float const* __restrict__ x, std::size_t n, unsigned block,
+                              std::uint32_t const* __restrict__ blocks, std::size_t kb, float* __restrict__ vals) {
+  std::size_t const stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t t = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; t < kb * block; t += stride) {
+    std::size_t const i = static_cast<std::size_t>(blocks[t / block]) * block + t % block;
+    vals[t] = i < n ? x[i] : 0.0f;
   }
 }
 
@@ -381,7 +429,8 @@ class top_k_workspace {
         state_(1),
         tie_count_(std::max<std::size_t>(tiles_, 1)),
         tie_cum_(std::max<std::size_t>(tiles_, 1)),
-        selected_(1) {
+        selected_(1),
+        cand_(std::max<std::size_t>(n / 16, std::size_t{1} << 16)) {
     require(n < (std::size_t{1} << 32), errc::invalid_argument,
             "cuda::top_k_workspace: {} elements; indices are 32-bit, split the tensor below 2^32", n);
     std::size_t scan_bytes = 0, select_bytes = 0;
@@ -404,6 +453,7 @@ class top_k_workspace {
   device_buffer<unsigned> tie_count_, tie_cum_;
   device_buffer<std::int64_t> selected_;
   device_buffer<std::byte> temp_;
+  device_buffer<unsigned> cand_;  // keys of the first digit's bin (AIR top-k's filtering)
 };
 
 /// Queues the exact top-k of x by magnitude on `s` (sluice::top_k's selection: the k largest
@@ -421,12 +471,14 @@ inline device_status top_k_select(std::span<float const> g, std::span<float> x, 
   device_status r = status_of(cudaMemsetAsync(st, 0, sizeof(kernel::top_k_state), s));
   if (r != device_status::ok) return r;
   unsigned const grid = kernel::grid_for(n, 4 * 8), kk = static_cast<unsigned>(k);
-  kernel::top_k_histogram<0><<<grid, kernel::threads, 0, s>>>(g.empty() ? nullptr : g.data(), x.data(), n, st);
-  kernel::top_k_choose<0><<<1, kernel::threads, 0, s>>>(st, kk);
-  kernel::top_k_histogram<1><<<grid, kernel::threads, 0, s>>>(nullptr, x.data(), n, st);
-  kernel::top_k_choose<1><<<1, kernel::threads, 0, s>>>(st, kk);
-  kernel::top_k_histogram<2><<<grid, kernel::threads, 0, s>>>(nullptr, x.data(), n, st);
-  kernel::top_k_choose<2><<<1, kernel::threads, 0, s>>>(st, kk);
+  unsigned const cap = static_cast<unsigned>(ws.cand_.size());
+  unsigned* const cand = ws.cand_.data();
+  kernel::top_k_histogram<0><<<grid, kernel::threads, 0, s>>>(g.empty() ? nullptr : g.data(), x.data(), n, st, cand);
+  kernel::top_k_choose<0><<<1, kernel::threads, 0, s>>>(st, kk, cap);
+  kernel::top_k_histogram<1><<<grid, kernel::threads, 0, s>>>(nullptr, x.data(), n, st, cand);
+  kernel::top_k_choose<1><<<1, kernel::threads, 0, s>>>(st, kk, cap);
+  kernel::top_k_histogram<2><<<grid, kernel::threads, 0, s>>>(nullptr, x.data(), n, st, cand);
+  kernel::top_k_choose<2><<<1, kernel::threads, 0, s>>>(st, kk, cap);
   unsigned const tiles = static_cast<unsigned>(ws.tiles_);
   kernel::top_k_tie_count<<<tiles, kernel::threads, 0, s>>>(x.data(), n, st, ws.tie_count_.data());
   std::size_t bytes = ws.temp_.size();
@@ -441,6 +493,50 @@ inline device_status top_k_select(std::span<float const> g, std::span<float> x, 
   if (r != device_status::ok) return r;
   kernel::top_k_gather<<<kernel::grid_for(k), kernel::threads, 0, s>>>(x.data(), indices.data(), values.data(), k,
                                                                        !g.empty());
+  return status_of(cudaGetLastError());
+}
+
+/// Device scratch of block_top_k_select for tensors of up to `n` elements in blocks of `block`.
+class block_top_k_workspace {
+ public:
+  block_top_k_workspace(std::size_t n, std::size_t block)
+      : block_(block),
+        scores_(std::max<std::size_t>((n + block - 1) / block, 1)),
+        kept_(scores_.size()),
+        select_(scores_.size()) {
+    require(block >= 1 && block <= 65536, errc::invalid_argument,
+            "cuda::block_top_k_workspace: block size {} is outside [1, 65536]", block);
+  }
+
+ private:
+  friend device_status block_top_k_select(std::span<float const>, std::size_t, bool, std::size_t,
+                                          block_top_k_workspace&, std::span<std::uint32_t>, std::span<float>,
+                                          cudaStream_t) noexcept;
+  std::size_t block_;
+  device_buffer<float> scores_, kept_;
+  top_k_workspace select_;
+};
+
+/// Queues block_top_k's selection on `s`: the L1 (l2 false) or L2 scores of the blocks of `block`
+/// elements, the kb best blocks by top_k_select's rule (ties to the lower block), their indices
+/// (increasing) into `blocks` and their elements into `values` (kb * block, the tensor's last
+/// block zero-padded). write_block_top_k_frame builds the frame from the copied-back results.
+inline device_status block_top_k_select(std::span<float const> x, std::size_t block, bool l2, std::size_t kb,
+                                        block_top_k_workspace& ws, std::span<std::uint32_t> blocks,
+                                        std::span<float> values, cudaStream_t s) noexcept {
+  std::size_t const n = x.size(), nb = (n + block - 1) / block;
+  if (block != ws.block_ || nb > ws.scores_.size() || kb > nb || blocks.size() < kb || values.size() < kb * block)
+    return device_status::size_mismatch;
+  if (kb == 0) return device_status::ok;
+  kernel::block_scores<<<kernel::grid_for(nb), kernel::threads, 0, s>>>(x.data(), n, static_cast<unsigned>(block), l2,
+                                                                        ws.scores_.data(), nb);
+  if (auto const r = status_of(cudaGetLastError()); r != device_status::ok) return r;
+  if (auto const r = top_k_select({}, std::span<float>(ws.scores_.data(), nb), kb, ws.select_, blocks,
+                                  std::span<float>(ws.kept_.data(), kb), s);
+      r != device_status::ok)
+    return r;
+  kernel::gather_blocks<<<kernel::grid_for(kb * block), kernel::threads, 0, s>>>(
+      x.data(), n, static_cast<unsigned>(block), blocks.data(), kb, values.data());
   return status_of(cudaGetLastError());
 }
 
