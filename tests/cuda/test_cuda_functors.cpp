@@ -189,7 +189,8 @@ TEST_CASE("block scores and the device's selection rule give block_top_k::encode
       std::size_t const nb = c.block_count(n), kb = c.keep_blocks(n);
       std::vector<float> scores(nb);
       for (std::size_t j = 0; j < nb; ++j)
-        scores[j] = cuda::block_score(x.data() + j * block, std::min(block, n - j * block), score == block_score::l2);
+        scores[j] =
+            cuda::block_top_k_score(x.data() + j * block, std::min(block, n - j * block), score == block_score::l2);
       auto const blocks = select_like_device(scores, kb);
       std::vector<float> vals(kb * block, 0.0f);
       for (std::size_t j = 0; j < kb; ++j)

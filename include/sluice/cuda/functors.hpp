@@ -228,7 +228,7 @@ SLUICE_HD inline std::uint32_t magnitude_key(float x) noexcept { return detail::
 /// The score of one block of block_top_k: the sum of |x| (l2 false) or of x^2 over len elements,
 /// in four lanes (element e into lane e % 4) added as (lane 0 + lane 1) + (lane 2 + lane 3), the
 /// order of the CPU codec.
-SLUICE_HD inline float block_score(float const* x, std::size_t len, bool l2) noexcept {
+SLUICE_HD inline float block_top_k_score(float const* x, std::size_t len, bool l2) noexcept {
   float lane[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   for (std::size_t e = 0; e < len; ++e) {
     float const v = x[e];

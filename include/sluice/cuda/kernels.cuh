@@ -305,13 +305,13 @@ __global__ void top_k_gather(float* __restrict__ x, std::uint32_t const* __restr
   }
 }
 
-/// Scores of the blocks of block_top_k (block_score), one thread per block.
+/// Scores of the blocks of block_top_k (block_top_k_score), one thread per block.
 __global__ void block_scores(float const* __restrict__ x, std::size_t n, unsigned block, bool l2,
                              float* __restrict__ scores, std::size_t nb) {
   std::size_t const stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   for (std::size_t j = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; j < nb; j += stride) {
     std::size_t const first = j * block;
-    scores[j] = block_score(x + first, n - first < block ? n - first : block, l2);
+    scores[j] = block_top_k_score(x + first, n - first < block ? n - first : block, l2);
   }
 }
 
