@@ -59,8 +59,8 @@ struct merge_range {
 __global__ void __launch_bounds__(threads)
     feedback_maxmin(float const* __restrict__ g, float* __restrict__ e, std::size_t n, maxmin_params c,
                     philox_stream rs, std::uint8_t* __restrict__ ranges, std::uint8_t* __restrict__ levels) {
-  __shared__ float cs[4096];
-  __shared__ std::uint8_t qs[4096 + 8];
+  __shared__ __align__(16) float cs[4096];             // float4 stores
+  __shared__ __align__(16) std::uint8_t qs[4096 + 8];  // uchar4 stores
   __shared__ float grid_min, grid_unit;
   using reduce = cub::BlockReduce<maxmin_range_acc, threads>;
   __shared__ typename reduce::TempStorage tmp;
@@ -408,11 +408,12 @@ inline device_status feedback_maxmin(std::span<float const> g, std::span<float> 
 }
 
 /// Queues dense += decode(ranges, levels) on `s` (the two sections as feedback_maxmin writes
-/// them, 8-aligned).
+/// them, 8-aligned device memory).
 inline device_status dequantize_add(std::span<float> dense, maxmin_params c, std::span<std::byte const> payload,
                                     cudaStream_t s) noexcept {
   std::size_t const n = dense.size(), nb = (n + c.bucket - 1) / c.bucket;
-  if (c.bits < 1 || c.bits > 8 || c.bucket < 64 || c.bucket > 4096 || payload.size() < 8 * nb + (n * c.bits + 7) / 8)
+  if (c.bits < 1 || c.bits > 8 || c.bucket < 64 || c.bucket > 4096 || payload.size() < 8 * nb + (n * c.bits + 7) / 8 ||
+      reinterpret_cast<std::uintptr_t>(payload.data()) % 8 != 0)
     return device_status::size_mismatch;
   if (n == 0) return device_status::ok;
   auto const* ranges = reinterpret_cast<std::uint8_t const*>(payload.data());
