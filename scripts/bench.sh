@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/bench.sh AREA [google-benchmark args...]
 # Builds Release and runs bench_AREA (AREA: core, compress, feedback, optim, collective, solver,
-# e2e, ...), writing JSON to build/bench/AREA.json and a markdown table to build/bench/AREA.md.
+# e2e, cuda, ...), writing JSON to build/bench/AREA.json and a markdown table to build/bench/AREA.md.
+# AREA cuda needs nvcc and a GPU and skips (exit 0) without them.
 # Installs benchmark-only peers (libtorch-dev for torch baselines) when missing.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -12,6 +13,10 @@ if [ $# -lt 1 ]; then
 fi
 area=$1
 shift
+if [[ $area == cuda ]] && ! { { command -v nvcc || [ -x /usr/local/cuda/bin/nvcc ]; } && nvidia-smi -L; } >/dev/null 2>&1; then
+  echo "bench.sh cuda: SKIPPED: needs nvcc and a visible GPU (scripts/gpu-check.sh runs it on a GPU host)"
+  exit 0
+fi
 sluice_install build core engines test bench
 cmake --preset release -DSLUICE_BUILD_BENCH=ON >/dev/null
 cmake --build --preset release -j "$(sluice_jobs)" --target "bench_$area"

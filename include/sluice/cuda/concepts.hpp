@@ -17,6 +17,7 @@ enum class device_status : std::uint32_t {
   size_mismatch = 2,      ///< a buffer was too small
   non_finite = 3,         ///< NaN/Inf under a policy that forbids it
   launch_failed = 4,      ///< the runtime reported an error (message carries the runtime's text)
+  no_device = 5,          ///< no CUDA device is visible (or the driver is missing)
 };
 
 /// The errc a device status maps to at the host boundary.
@@ -30,6 +31,7 @@ constexpr errc to_errc(device_status s) noexcept {
       return errc::non_finite;
     case device_status::ok:
     case device_status::launch_failed:
+    case device_status::no_device:
       break;
   }
   return errc::unsupported;

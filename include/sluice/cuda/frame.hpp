@@ -1,0 +1,155 @@
+// Host side of the device codecs: where a device kernel writes the sections of a wire frame, how
+// the host finishes the frame (parameters, header, checksum) after copying the sections back, and
+// the same per-bucket work as the kernels run on the CPU with the shared functors (the reference
+// the tests compare with the CPU codecs, and a fallback without a device). Plain C++.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+
+#include <sluice/compress/block_top_k.hpp>
+#include <sluice/compress/maxmin_quantize.hpp>
+#include <sluice/compress/top_k.hpp>
+#include <sluice/core/parallel.hpp>
+#include <sluice/cuda/functors.hpp>
+
+namespace sluice::cuda {
+
+/// Byte offsets of a maxmin_quantize frame of n floats. A device encoder writes the ranges
+/// section ({f32 min, f32 unit} per bucket) followed by the levels section as one contiguous
+/// `payload_bytes` block; the host copies it to `frame + ranges_offset` and calls
+/// finish_maxmin_frame.
+struct maxmin_layout {
+  std::size_t n = 0;
+  std::size_t buckets = 0;
+  std::size_t ranges_offset = 0;  ///< frame offset of the ranges section (= 96)
+  std::size_t ranges_bytes = 0;   ///< 8 per bucket (a multiple of 8: no padding before the levels)
+  std::size_t levels_bytes = 0;   ///< ceil(n * bits / 8)
+  std::size_t frame_bytes = 0;    ///< the whole frame, = max_encoded_bytes(n)
+  /// Bytes the device writes: ranges then levels.
+  [[nodiscard]] std::size_t payload_bytes() const noexcept { return ranges_bytes + levels_bytes; }
+};
+
+/// The layout of c's frame for n elements (validates c).
+inline maxmin_layout layout_of(maxmin_quantize const& c, std::size_t n) {
+  c.validate();
+  std::size_t const nb = c.bucket_count(n);
+  return {
+      n, nb, wire::header_bytes + 16, 8 * nb, compress_detail::packed_bytes(n, c.bits), c.max_encoded_bytes<float>(n)};
+}
+
+/// Completes a maxmin_quantize frame of n floats whose ranges and levels sections already lie in
+/// `frame` at their layout offsets: writes the parameter section, the header, the padding and the
+/// checksum. Returns the frame size. The result equals c.encode() of the same values bit for bit
+/// when the sections were produced by the shared functors (the device kernels or
+/// host::feedback_maxmin).
+inline std::size_t finish_maxmin_frame(maxmin_quantize const& c, encode_context const& ctx, std::size_t n,
+                                       std::span<std::byte> frame) {
+  auto const l = layout_of(c, n);
+  compress_detail::check_out(frame.size(), l.frame_bytes, "cuda::finish_maxmin_frame");
+  wire::writer w(frame, compress_detail::make_header<float>(wire::codec_id::maxmin_quantize, ctx, n));
+  std::uint32_t const params[4] = {c.bits, static_cast<std::uint32_t>(c.bucket), static_cast<std::uint32_t>(c.round),
+                                   0};
+  w.write(std::as_bytes(std::span(params)));
+  w.commit(l.ranges_bytes);
+  w.commit(l.levels_bytes);
+  return w.finish();
+}
+
+/// The top_k frame of a selection made elsewhere (the device): `indices` strictly increasing and
+/// below n, values in the same order, as many as c.keep(n). Equals c.encode() of the input when
+/// the selection is the same.
+inline std::size_t write_top_k_frame(top_k const& c, encode_context const& ctx, std::size_t n,
+                                     std::span<std::uint32_t const> indices, std::span<float const> values,
+                                     std::span<std::byte> out) {
+  c.validate();
+  require(indices.size() == c.keep(n) && values.size() == indices.size(), errc::size_mismatch,
+          "cuda::write_top_k_frame: {} indices and {} values for k = {} of n = {}", indices.size(), values.size(),
+          c.keep(n), n);
+  compress_detail::check_out(out.size(), c.max_encoded_bytes<float>(n), "cuda::write_top_k_frame");
+  return compress_detail::write_sparse_frame<float>(wire::codec_id::top_k, ctx, n, indices, values, out);
+}
+
+/// The block_top_k frame of a selection made elsewhere (the device): `blocks` strictly
+/// increasing block indices, c.keep_blocks(n) of them, and `values` their elements, c.block per
+/// block (the last block of the tensor zero-padded). Equals c.encode() of the input when the
+/// selection is the same.
+inline std::size_t write_block_top_k_frame(block_top_k const& c, encode_context const& ctx, std::size_t n,
+                                           std::span<std::uint32_t const> blocks, std::span<float const> values,
+                                           std::span<std::byte> out) {
+  c.validate();
+  std::size_t const b = c.keep_blocks(n);
+  require(blocks.size() == b && values.size() == b * c.block, errc::size_mismatch,
+          "cuda::write_block_top_k_frame: {} blocks and {} values for {} blocks of {}", blocks.size(), values.size(), b,
+          c.block);
+  compress_detail::check_out(out.size(), c.max_encoded_bytes<float>(n), "cuda::write_block_top_k_frame");
+  wire::writer w(out, compress_detail::make_header<float>(wire::codec_id::block_top_k, ctx, n));
+  std::uint32_t const params[2] = {static_cast<std::uint32_t>(c.block), static_cast<std::uint32_t>(c.score)};
+  w.write(std::as_bytes(std::span(params)));
+  w.write(std::as_bytes(values));
+  w.commit(wire::encode_sorted_indices<std::uint32_t>(blocks, w.next()));
+  return w.finish();
+}
+
+namespace host {
+
+/// Bucket b of error feedback around max-min quantization, as the device kernel computes it:
+/// c = g + e (c = g when e is null), the bucket's grid, its levels packed into `levels` (the
+/// levels section) and, when e is not null, e = c - decode(level). `ranges` receives the grid at
+/// 8 * b. When bucket * bits is not a multiple of 8, buckets share bytes. `levels` must start
+/// zeroed (bits are OR-ed in) and buckets must not run concurrently on shared bytes.
+inline void feedback_maxmin_bucket(float const* g, float* e, std::size_t n, std::size_t b, maxmin_quantize const& c,
+                                   philox_stream const& rs, std::byte* ranges, std::byte* levels) noexcept {
+  std::size_t const first = b * c.bucket, len = std::min(c.bucket, n - first);
+  float cv[4096];
+  std::uint8_t q[4096 + 8] = {};
+  maxmin_range_acc acc;
+  for (std::size_t j = 0; j < len; ++j) {
+    cv[j] = e != nullptr ? feedback_maxmin_element::compensate(g[first + j], e[first + j]) : g[first + j];
+    acc.add(cv[j]);
+  }
+  maxmin_grid const grid = acc.grid(len, c.bits);
+  std::memcpy(ranges + 8 * b, &grid.min, 4);
+  std::memcpy(ranges + 8 * b + 4, &grid.unit, 4);
+  maxmin_encoder const enc(grid, c.bits, c.round == rounding::stochastic);
+  for (std::size_t j = 0; j < len; ++j) {
+    q[j] = enc.level(cv[j], enc.stochastic ? rs.uniform(first + j) : 0.0f);
+    if (e != nullptr) e[first + j] = feedback_maxmin_element::residual(cv[j], grid, q[j]);
+  }
+  std::size_t const bit0 = first * c.bits;
+  if (bit0 % 8 == 0) {
+    // Whole groups of 8 levels are `bits` bytes; the last partial group writes what it covers.
+    for (std::size_t j = 0; j < len; j += 8) {
+      std::uint64_t const w = pack8(q + j, c.bits);
+      std::size_t const bytes = compress_detail::packed_bytes(std::min<std::size_t>(8, len - j), c.bits);
+      for (std::size_t t = 0; t < bytes; ++t)
+        levels[(bit0 + j * c.bits) / 8 + t] |= static_cast<std::byte>((w >> (8 * t)) & 0xffu);
+    }
+  } else {
+    compress_detail::pack_codes_at(q, len, c.bits, levels, bit0);
+  }
+}
+
+/// Error feedback around max-min quantization over a whole tensor (see feedback_maxmin_bucket):
+/// writes the ranges and levels sections at `payload` (layout_of(c, n).payload_bytes()).
+inline void feedback_maxmin(std::span<float const> g, float* e, maxmin_quantize const& c, stream_key const& key,
+                            std::span<std::byte> payload) {
+  auto const l = layout_of(c, g.size());
+  require(payload.size() >= l.payload_bytes(), errc::size_mismatch,
+          "cuda::host::feedback_maxmin: payload of {} bytes, {} needed", payload.size(), l.payload_bytes());
+  std::memset(payload.data(), 0, l.payload_bytes());
+  philox_stream const rs(key);
+  std::byte* const levels = payload.data() + l.ranges_bytes;
+  // Groups of 8 buckets end on a byte boundary, so groups never share a byte.
+  parallel_chunks((l.buckets + 7) / 8, 4, [&](std::size_t gb, std::size_t ge, int) {
+    for (std::size_t b = gb * 8; b < std::min(l.buckets, ge * 8); ++b)
+      feedback_maxmin_bucket(g.data(), e, g.size(), b, c, rs, payload.data(), levels);
+  });
+}
+
+}  // namespace host
+
+}  // namespace sluice::cuda

@@ -1,0 +1,297 @@
+// Per-element logic of the CUDA backend as __host__ __device__ functors: one definition runs in the
+// device kernels (include/sluice/cuda/kernels.cuh) and on the CPU, where the tests compare it with
+// the CPU codecs and optimizers byte for byte. Plain C++ without nvcc.
+//
+// Bit-exactness: every float operation here is rounded on its own, in the order the CPU code
+// uses. nvcc contracts a * b + c into one fused multiply-add by default, which rounds once where
+// the CPU rounds twice, so on the device the operations go through the _rn intrinsics, which are
+// never contracted.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include <sluice/core/random.hpp>
+
+#if defined(__CUDACC__)
+#define SLUICE_HD __host__ __device__
+#else
+#define SLUICE_HD
+#endif
+
+namespace sluice::cuda {
+
+namespace detail {
+
+// IEEE single operations, each rounded to nearest even, never fused.
+SLUICE_HD inline float add(float a, float b) noexcept {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+SLUICE_HD inline float sub(float a, float b) noexcept {
+#if defined(__CUDA_ARCH__)
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+SLUICE_HD inline float mul(float a, float b) noexcept {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+SLUICE_HD inline float div(float a, float b) noexcept {
+#if defined(__CUDA_ARCH__)
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+SLUICE_HD inline float sqrt(float a) noexcept {
+#if defined(__CUDA_ARCH__)
+  return __fsqrt_rn(a);
+#else
+  return std::sqrt(a);
+#endif
+}
+SLUICE_HD inline std::uint32_t bits_of(float x) noexcept {
+#if defined(__CUDA_ARCH__)
+  return static_cast<std::uint32_t>(__float_as_uint(x));
+#else
+  std::uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return u;
+#endif
+}
+SLUICE_HD inline float float_of(std::uint32_t u) noexcept {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+#endif
+}
+/// x is neither NaN nor infinite (x - x is 0 exactly then, NaN otherwise).
+SLUICE_HD inline bool finite(float x) noexcept { return sub(x, x) == 0.0f; }
+
+}  // namespace detail
+
+/// The counter-based stream of sluice::random_stream (Philox4x32-10, counter (block, step, tensor,
+/// rank), key = seed), usable on the device: word i equals random_stream(key).word(i).
+struct philox_stream {
+  std::uint32_t key0 = 0, key1 = 0, rank = 0, step = 0, tensor = 0;
+
+  philox_stream() = default;
+  SLUICE_HD explicit philox_stream(stream_key const& k) noexcept
+      : key0(static_cast<std::uint32_t>(k.seed)),
+        key1(static_cast<std::uint32_t>(k.seed >> 32)),
+        rank(k.rank),
+        step(k.step),
+        tensor(k.tensor) {}
+
+  /// Word i of the stream.
+  SLUICE_HD std::uint32_t word(std::uint64_t i) const noexcept {
+    r123::Philox4x32::ctr_type const ctr = {{static_cast<std::uint32_t>(i >> 2), step, tensor, rank}};
+    r123::Philox4x32::key_type const key = {{key0, key1}};
+    auto const r = r123::Philox4x32{}(ctr, key);
+    return r.v[i & 3];
+  }
+  /// Uniform float in [0, 1) from word i (random_stream::uniform).
+  SLUICE_HD float uniform(std::uint64_t i) const noexcept { return static_cast<float>(word(i) >> 8) * 0x1p-24f; }
+};
+
+/// Parameters of a max-min quantizer as device code takes them (sluice::maxmin_quantize's bits,
+/// bucket and rounding == stochastic).
+struct maxmin_params {
+  unsigned bits = 4;
+  unsigned bucket = 1024;
+  bool stochastic = false;
+};
+
+/// A max-min bucket's grid: level q decodes to min + q * unit.
+struct maxmin_grid {
+  float min = 0.0f;
+  float unit = 0.0f;
+};
+
+/// Running min, max and non-finite flag of a bucket; merge() combines partial results (any order
+/// gives the same grid for finite values of one sign of zero).
+struct maxmin_range_acc {
+  float mn = __builtin_huge_valf();
+  float mx = -__builtin_huge_valf();
+  bool poisoned = false;
+
+  SLUICE_HD void add(float v) noexcept {
+    mn = v < mn ? v : mn;
+    mx = v > mx ? v : mx;
+    poisoned = poisoned || !detail::finite(v);
+  }
+  SLUICE_HD void merge(maxmin_range_acc const& o) noexcept {
+    mn = o.mn < mn ? o.mn : mn;
+    mx = o.mx > mx ? o.mx : mx;
+    poisoned = poisoned || o.poisoned;
+  }
+  /// The grid for `bits` bits of a bucket of len elements: min and (max - min) / (2^bits - 1), or
+  /// a NaN min (every element decodes to NaN) when any element was NaN or infinite.
+  [[nodiscard]] SLUICE_HD maxmin_grid grid(std::size_t len, unsigned bits) const noexcept {
+    if (len == 0) return {0.0f, 0.0f};
+    if (poisoned) return {detail::float_of(0x7fc00000u), 0.0f};
+    return {mn, detail::div(detail::sub(mx, mn), static_cast<float>((1u << bits) - 1u))};
+  }
+};
+
+/// Quantizes values of one bucket to levels as sluice::maxmin_quantize does: round to nearest by
+/// multiplying with the reciprocal of the unit (dividing when it is not finite), or stochastic
+/// rounding with the uniform draw of the element's global index.
+struct maxmin_encoder {
+  maxmin_grid g{};
+  float maxq = 15.0f;
+  float inv = 0.0f;
+  bool by_reciprocal = false;
+  bool stochastic = false;
+
+  maxmin_encoder() = default;
+  SLUICE_HD maxmin_encoder(maxmin_grid grid, unsigned bits, bool stochastic_rounding) noexcept
+      : g(grid),
+        maxq(static_cast<float>((1u << bits) - 1u)),
+        inv(detail::div(1.0f, grid.unit)),
+        stochastic(stochastic_rounding) {
+    by_reciprocal = !stochastic && detail::finite(inv);
+  }
+
+  /// Level of x; `u` in [0, 1) is the element's uniform draw (ignored for round-to-nearest).
+  [[nodiscard]] SLUICE_HD std::uint8_t level(float x, float u) const noexcept {
+    float v = by_reciprocal ? detail::add(detail::mul(detail::sub(x, g.min), inv), 0.5f)
+                            : detail::add(detail::div(detail::sub(x, g.min), g.unit), stochastic ? u : 0.5f);
+    v = v > 0.0f ? v : 0.0f;  // NaN compares false: level 0
+    v = v < maxq ? v : maxq;
+    return static_cast<std::uint8_t>(static_cast<std::int32_t>(v));
+  }
+};
+
+/// The value a level decodes to.
+SLUICE_HD inline float maxmin_value(maxmin_grid g, std::uint32_t q) noexcept {
+  return detail::add(g.min, detail::mul(static_cast<float>(q), g.unit));
+}
+
+/// One element of error feedback around max-min quantization: c = g + e is quantized to a level
+/// and e becomes c - decode(level) (what the receiver does not get).
+struct feedback_maxmin_element {
+  /// Compensation: the value that is quantized.
+  SLUICE_HD static float compensate(float g, float e) noexcept { return detail::add(g, e); }
+  /// The residual kept after sending level q of c.
+  SLUICE_HD static float residual(float c, maxmin_grid g, std::uint32_t q) noexcept {
+    return detail::sub(c, maxmin_value(g, q));
+  }
+};
+
+/// Packs 8 levels of `bits` bits into the low bits*8 bits of a word (level j at bits [j*bits,
+/// (j+1)*bits)): the little-endian layout of the wire format, `bits` bytes per 8 levels.
+SLUICE_HD inline std::uint64_t pack8(std::uint8_t const* q, unsigned bits) noexcept {
+  std::uint64_t w = 0;
+  for (unsigned j = 0; j < 8; ++j) w |= static_cast<std::uint64_t>(q[j]) << (j * bits);
+  return w;
+}
+
+/// Level i of a packed level section (`bits` bits each, little-endian bit stream).
+SLUICE_HD inline std::uint32_t unpack_level(std::uint8_t const* packed, std::uint64_t i, unsigned bits) noexcept {
+  std::uint64_t const p = i * bits;
+  std::uint32_t v = static_cast<std::uint32_t>(packed[p / 8]) >> (p % 8);
+  if ((p % 8) + bits > 8) v |= static_cast<std::uint32_t>(packed[p / 8 + 1]) << (8 - p % 8);
+  return v & ((1u << bits) - 1u);
+}
+
+/// Decode-and-add of one element: d + (min + q * unit).
+struct dequantize_add_element {
+  SLUICE_HD float operator()(float d, maxmin_grid g, std::uint32_t q) const noexcept {
+    return detail::add(d, maxmin_value(g, q));
+  }
+};
+
+/// Sparse scatter-add of one sent entry: dense[index] + value (decode_add of a sparse frame).
+struct scatter_add_element {
+  SLUICE_HD float operator()(float d, float v) const noexcept { return detail::add(d, v); }
+};
+
+/// The ranking key of top-k: the bits of |x| (NaN above +Inf, -0 ties +0), as
+/// compress_detail::magnitude_key.
+SLUICE_HD inline std::uint32_t magnitude_key(float x) noexcept { return detail::bits_of(x) & 0x7fffffffu; }
+
+/// The score of one block of block_top_k: the sum of |x| (l2 false) or of x^2 over len elements,
+/// in four lanes (element e into lane e % 4) added as (lane 0 + lane 1) + (lane 2 + lane 3), the
+/// order of the CPU codec.
+SLUICE_HD inline float block_top_k_score(float const* x, std::size_t len, bool l2) noexcept {
+  float lane[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (std::size_t e = 0; e < len; ++e) {
+    float const v = x[e];
+    lane[e % 4] = detail::add(lane[e % 4], l2 ? detail::mul(v, v) : detail::float_of(detail::bits_of(v) & 0x7fffffffu));
+  }
+  return detail::add(detail::add(lane[0], lane[1]), detail::add(lane[2], lane[3]));
+}
+
+/// float to bf16 bits with round-to-nearest-even (a NaN becomes the quiet NaN of its sign): the
+/// bf16 parameter shadow the CPU optimizers write (Eigen::bfloat16(x)).
+SLUICE_HD inline std::uint16_t bf16_nearest(float x) noexcept {
+  std::uint32_t const b = detail::bits_of(x);
+  std::uint32_t const r =
+      (b & 0x7fffffffu) > 0x7f800000u ? (b & 0x80000000u) | 0x7fc00000u : b + 0x7fffu + ((b >> 16) & 1u);
+  return static_cast<std::uint16_t>(r >> 16);
+}
+
+/// Adam / AdamW on one fp32 element with the per-step constants of sluice::adam or sluice::adamw
+/// (their kernel(t)): the operations, and their order, of the CPU optimizers.
+struct adam_element {
+  float b1 = 0, c1 = 0, b2 = 0, c2 = 0, eps = 0, wd = 0, lr_wd = 0, step_size = 0, inv_sqrt_bc2 = 0;
+  bool l2 = false, decoupled = false;
+
+  /// From the per-step scalars of a CPU optimizer: `policy.kernel(t)` of sluice::adam or adamw.
+  template <class K>
+  static adam_element from(K const& k) noexcept {
+    return {k.b1, k.c1, k.b2, k.c2, k.eps, k.wd, k.lr_wd, k.step_size, k.inv_sqrt_bc2, k.l2, k.decoupled};
+  }
+
+  SLUICE_HD void operator()(float& p, float g, float& m, float& v) const noexcept {
+    using namespace detail;
+    if (l2) g = add(g, mul(wd, p));
+    m = add(mul(m, b1), mul(c1, g));
+    v = add(mul(v, b2), mul(c2, mul(g, g)));
+    float const u = mul(step_size, div(m, add(mul(sqrt(v), inv_sqrt_bc2), eps)));
+    p = decoupled ? sub(p, add(mul(lr_wd, p), u)) : sub(p, u);
+  }
+};
+
+/// SGD (momentum, dampening, Nesterov, L2 weight decay) on one fp32 element with the per-step
+/// constants of sluice::sgd (its kernel(t)).
+struct sgd_element {
+  float lr = 0, mu = 0, c = 0, wd = 0;
+  bool momentum = false, nesterov = false, first = false, has_wd = false;
+
+  /// From `policy.kernel(t)` of sluice::sgd.
+  template <class K>
+  static sgd_element from(K const& k) noexcept {
+    return {k.lr, k.mu, k.c, k.wd, k.moments != 0, k.nesterov, k.first, k.has_wd};
+  }
+
+  /// `b` is the momentum buffer entry (untouched without momentum).
+  SLUICE_HD void operator()(float& p, float g, float& b) const noexcept {
+    using namespace detail;
+    float d = g;
+    if (has_wd) d = add(d, mul(wd, p));
+    if (momentum) {
+      float const bi = first ? d : add(mul(b, mu), mul(c, d));
+      b = bi;
+      d = nesterov ? add(d, mul(mu, bi)) : bi;
+    }
+    p = sub(p, mul(lr, d));
+  }
+};
+
+}  // namespace sluice::cuda

@@ -1,0 +1,580 @@
+// Device kernels of the CUDA backend and their host wrappers. Every per-element step is a functor
+// of sluice/cuda/functors.hpp, shared with the CPU tests, so the bytes the device writes are the
+// CPU codecs' bytes. Wrappers take device spans and a stream, queue work asynchronously and return
+// a device_status; cuda::check(status, what) turns it into sluice::error at the host boundary.
+//
+//   feedback_maxmin   fused c = g + e, max-min quantize (CUB block reduction of the range,
+//                     vectorized loads), e = c - decode: the ranges and levels sections of the frame
+//   dequantize_add    dense += decode(ranges, levels)
+//   top_k_select      exact top-k by radix select on the magnitude bits (three histogram passes,
+//                     11 + 11 + 9 bits, AIR top-k style: the second pass filters the first digit's
+//                     bin into a candidate buffer that the third reads), ties to the lower index,
+//                     then an ordered cub::DeviceSelect of the indices; with feedback fused
+//                     (c = g + e in the first pass, e = c - c where sent)
+//   block_top_k_select  block_top_k's L1/L2 block scores, the best blocks by top_k_select, their
+//                     elements gathered
+//   scatter_add       dense[idx] += vals (distinct indices, as in every sluice sparse frame)
+//   adam_step, sgd_step  the dense optimizer updates, optional bf16 parameter shadow
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include <cuda_runtime.h>
+
+#include <thrust/iterator/counting_iterator.h>
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+#include <cub/device/device_scan.cuh>
+#include <cub/device/device_select.cuh>
+
+#include <sluice/cuda/concepts.hpp>
+#include <sluice/cuda/functors.hpp>
+#include <sluice/cuda/runtime.cuh>
+
+namespace sluice::cuda {}  // namespace sluice::cuda
+
+// The kernels live outside any namespace named `cuda`: nvcc's generated launch stubs would read
+// libcu++'s ::cuda there as sluice::cuda and fail to compile.
+namespace sluice::cuda_detail {
+
+using namespace sluice::cuda;
+
+inline constexpr int threads = 256;
+
+__host__ __device__ inline bool aligned16(void const* p) noexcept {
+  return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
+}
+
+struct merge_range {
+  __device__ maxmin_range_acc operator()(maxmin_range_acc a, maxmin_range_acc const& b) const noexcept {
+    a.merge(b);
+    return a;
+  }
+};
+
+/// One block per bucket (at most 4096 elements, staged in shared memory).
+__global__ void __launch_bounds__(threads)
+    feedback_maxmin(float const* __restrict__ g, float* __restrict__ e, std::size_t n, maxmin_params c,
+                    philox_stream rs, std::uint8_t* __restrict__ ranges, std::uint8_t* __restrict__ levels) {
+  __shared__ __align__(16) float cs[4096];             // float4 stores
+  __shared__ __align__(16) std::uint8_t qs[4096 + 8];  // uchar4 stores
+  __shared__ float grid_min, grid_unit;
+  using reduce = cub::BlockReduce<maxmin_range_acc, threads>;
+  __shared__ typename reduce::TempStorage tmp;
+
+  std::size_t const b = blockIdx.x, first = b * c.bucket;
+  unsigned const len = static_cast<unsigned>(n - first < c.bucket ? n - first : c.bucket);
+  unsigned const t = threadIdx.x;
+  bool const vec = c.bucket % 4 == 0 && aligned16(g) && (e == nullptr || aligned16(e));
+  unsigned const body = vec ? len / 4 * 4 : 0;
+
+  maxmin_range_acc acc;
+  for (unsigned j = 4 * t; j < body; j += 4 * threads) {
+    float4 gv = *reinterpret_cast<float4 const*>(g + first + j);
+    if (e != nullptr) {
+      float4 const ev = *reinterpret_cast<float4 const*>(e + first + j);
+      gv.x = feedback_maxmin_element::compensate(gv.x, ev.x);
+      gv.y = feedback_maxmin_element::compensate(gv.y, ev.y);
+      gv.z = feedback_maxmin_element::compensate(gv.z, ev.z);
+      gv.w = feedback_maxmin_element::compensate(gv.w, ev.w);
+    }
+    *reinterpret_cast<float4*>(cs + j) = gv;
+    acc.add(gv.x), acc.add(gv.y), acc.add(gv.z), acc.add(gv.w);
+  }
+  for (unsigned j = body + t; j < len; j += threads) {
+    float const v = e != nullptr ? feedback_maxmin_element::compensate(g[first + j], e[first + j]) : g[first + j];
+    cs[j] = v;
+    acc.add(v);
+  }
+  if (t < 8) qs[len + t] = 0;  // a last partial group packs zeros
+  maxmin_range_acc const total = reduce(tmp).Reduce(acc, merge_range{});
+  if (t == 0) {
+    maxmin_grid const gr = total.grid(len, c.bits);
+    grid_min = gr.min, grid_unit = gr.unit;
+    *reinterpret_cast<float2*>(ranges + 8 * b) = make_float2(gr.min, gr.unit);
+  }
+  __syncthreads();
+  maxmin_grid const gr{grid_min, grid_unit};
+  maxmin_encoder const enc(gr, c.bits, c.stochastic);
+  for (unsigned j = 4 * t; j < body; j += 4 * threads) {
+    float4 const cv = *reinterpret_cast<float4 const*>(cs + j);
+    float const u[4] = {c.stochastic ? rs.uniform(first + j) : 0.0f, c.stochastic ? rs.uniform(first + j + 1) : 0.0f,
+                        c.stochastic ? rs.uniform(first + j + 2) : 0.0f,
+                        c.stochastic ? rs.uniform(first + j + 3) : 0.0f};
+    std::uint8_t const q0 = enc.level(cv.x, u[0]), q1 = enc.level(cv.y, u[1]), q2 = enc.level(cv.z, u[2]),
+                       q3 = enc.level(cv.w, u[3]);
+    *reinterpret_cast<uchar4*>(qs + j) = make_uchar4(q0, q1, q2, q3);
+    if (e != nullptr)
+      *reinterpret_cast<float4*>(e + first + j) =
+          make_float4(feedback_maxmin_element::residual(cv.x, gr, q0), feedback_maxmin_element::residual(cv.y, gr, q1),
+                      feedback_maxmin_element::residual(cv.z, gr, q2), feedback_maxmin_element::residual(cv.w, gr, q3));
+  }
+  for (unsigned j = body + t; j < len; j += threads) {
+    float const v = cs[j];
+    std::uint8_t const q = enc.level(v, c.stochastic ? rs.uniform(first + j) : 0.0f);
+    qs[j] = q;
+    if (e != nullptr) e[first + j] = feedback_maxmin_element::residual(v, gr, q);
+  }
+  __syncthreads();
+  std::size_t const bit0 = first * c.bits;
+  if (bit0 % 8 == 0) {
+    // Groups of 8 levels are `bits` whole bytes of this bucket alone.
+    std::uint8_t* const out = levels + bit0 / 8;
+    for (unsigned grp = t; 8 * grp < len; grp += threads) {
+      std::uint64_t const w = pack8(qs + 8 * grp, c.bits);
+      unsigned const have = len - 8 * grp < 8 ? len - 8 * grp : 8;
+      unsigned const bytes = (have * c.bits + 7) / 8;
+      std::uint8_t* const o = out + static_cast<std::size_t>(grp) * c.bits;
+      if (bytes == 4 && reinterpret_cast<std::uintptr_t>(o) % 4 == 0)
+        *reinterpret_cast<std::uint32_t*>(o) = static_cast<std::uint32_t>(w);
+      else
+        for (unsigned k = 0; k < bytes; ++k) o[k] = static_cast<std::uint8_t>(w >> (8 * k));
+    }
+  } else {
+    // Buckets share their edge bytes: OR levels into the zeroed section, one 32-bit word at a time.
+    auto* const words = reinterpret_cast<unsigned*>(levels);
+    for (unsigned j = t; j < len; j += threads) {
+      std::size_t const p = bit0 + static_cast<std::size_t>(j) * c.bits;
+      unsigned const q = qs[j], s = static_cast<unsigned>(p % 32);
+      atomicOr(words + p / 32, q << s);
+      if (s + c.bits > 32) atomicOr(words + p / 32 + 1, q >> (32 - s));
+    }
+  }
+}
+
+__global__ void dequantize_add(float* __restrict__ dense, std::size_t n, maxmin_params c,
+                               std::uint8_t const* __restrict__ ranges, std::uint8_t const* __restrict__ levels) {
+  std::size_t const stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n; i += stride) {
+    float2 const r = *reinterpret_cast<float2 const*>(ranges + 8 * (i / c.bucket));
+    dense[i] = dequantize_add_element{}(dense[i], maxmin_grid{r.x, r.y}, unpack_level(levels, i, c.bits));
+  }
+}
+
+/// Radix-select state of one top-k call, in device memory.
+struct top_k_state {
+  unsigned prefix, mask, k_left, threshold, limit, all_ties, use_cand, cand_count;
+  unsigned hist[3][2048];
+};
+
+inline constexpr int digit_shift[3] = {20, 9, 0};
+inline constexpr int digit_bits[3] = {11, 11, 9};
+
+/// Histogram of one digit of the keys that match the prefix chosen so far. Pass 0 with g set also
+/// compensates: c = g + e is written to x and ranked. Pass 1 also appends the matching keys to
+/// `cand` when the first digit's bin fits it (use_cand, set by top_k_choose<0>), and pass 2 then
+/// reads those candidates instead of the whole input (AIR top-k's filtering): two full reads.
+template <int Pass>
+__global__ void __launch_bounds__(threads)
+    top_k_histogram(float const* __restrict__ g, float* __restrict__ x, std::size_t n, top_k_state* st,
+                    unsigned* __restrict__ cand) {
+  constexpr int shift = digit_shift[Pass], bins = 1 << digit_bits[Pass];
+  __shared__ unsigned h[bins];
+  for (int i = threadIdx.x; i < bins; i += threads) h[i] = 0;
+  __syncthreads();
+  unsigned const prefix = Pass == 0 ? 0u : st->prefix, mask = Pass == 0 ? 0u : st->mask;
+  bool const use_cand = Pass > 0 && st->use_cand != 0;
+  auto count = [&](unsigned k) { atomicAdd(&h[(k >> shift) & (bins - 1)], 1u); };
+  auto rank = [&](float v) {
+    unsigned const k = magnitude_key(v);
+    if ((k & mask) != prefix) return;
+    count(k);
+    if (Pass == 1 && use_cand) {
+      // One atomic per warp: the lanes holding a candidate take consecutive slots.
+      unsigned const lanes = __activemask();
+      unsigned const leader = static_cast<unsigned>(__ffs(static_cast<int>(lanes)) - 1);
+      unsigned const lane = threadIdx.x % 32, before = __popc(lanes & ((1u << lane) - 1u));
+      unsigned base = 0;
+      if (lane == leader) base = atomicAdd(&st->cand_count, static_cast<unsigned>(__popc(lanes)));
+      base = __shfl_sync(lanes, base, static_cast<int>(leader));
+      cand[base + before] = k;
+    }
+  };
+  std::size_t const stride = static_cast<std::size_t>(gridDim.x) * threads;
+  std::size_t const first = blockIdx.x * static_cast<std::size_t>(threads) + threadIdx.x;
+  if (Pass == 2 && use_cand) {
+    for (std::size_t i = first; i < st->cand_count; i += stride) {
+      unsigned const k = cand[i];
+      if ((k & mask) == prefix) count(k);
+    }
+  } else {
+    std::size_t const quads = aligned16(x) && (g == nullptr || aligned16(g)) ? n / 4 : 0;
+    for (std::size_t i = first; i < quads; i += stride) {
+      float4 v = reinterpret_cast<float4 const*>(x)[i];
+      if (Pass == 0 && g != nullptr) {
+        float4 const gv = reinterpret_cast<float4 const*>(g)[i];
+        v = make_float4(cuda::detail::add(gv.x, v.x), cuda::detail::add(gv.y, v.y), cuda::detail::add(gv.z, v.z),
+                        cuda::detail::add(gv.w, v.w));
+        reinterpret_cast<float4*>(x)[i] = v;
+      }
+      rank(v.x), rank(v.y), rank(v.z), rank(v.w);
+    }
+    for (std::size_t i = 4 * quads + first; i < n; i += stride) {
+      float v = x[i];
+      if (Pass == 0 && g != nullptr) x[i] = v = cuda::detail::add(g[i], v);
+      rank(v);
+    }
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < bins; i += threads)
+    if (h[i] != 0) atomicAdd(&st->hist[Pass][i], h[i]);
+}
+
+/// Picks the bin holding the k_left-th largest key (k_total for the first digit; one block): scans
+/// the counts from the top. After the first digit, decides whether its bin fits the candidates.
+template <int Pass>
+__global__ void __launch_bounds__(threads) top_k_choose(top_k_state* st, unsigned k_total, unsigned cand_capacity) {
+  constexpr int shift = digit_shift[Pass], bins = 1 << digit_bits[Pass], items = bins / threads;
+  using scan = cub::BlockScan<unsigned, threads>;
+  __shared__ typename scan::TempStorage tmp;
+  unsigned cnt[items], incl[items];
+  for (int j = 0; j < items; ++j) cnt[j] = st->hist[Pass][bins - 1 - (threadIdx.x * items + j)];
+  unsigned const k = Pass == 0 ? k_total : st->k_left;  // read before the scan's barriers, written after
+  scan(tmp).InclusiveSum(cnt, incl);
+  for (int j = 0; j < items; ++j) {
+    if (incl[j] >= k && incl[j] - cnt[j] < k) {
+      unsigned const bin = static_cast<unsigned>(bins - 1 - (threadIdx.x * items + j));
+      unsigned const left = k - (incl[j] - cnt[j]);  // >= 1: how many of this bin are taken
+      st->prefix |= bin << shift;
+      st->mask |= static_cast<unsigned>(bins - 1) << shift;
+      st->k_left = left;
+      if (Pass == 0) st->use_cand = cnt[j] <= cand_capacity ? 1u : 0u;
+      if (Pass == 2) {
+        st->threshold = st->prefix;
+        st->all_ties = left == cnt[j] ? 1u : 0u;
+        st->limit = left == cnt[j] ? 0xffffffffu : 0u;  // else set by top_k_tie_index
+      }
+    }
+  }
+}
+
+inline constexpr int tile_items = 16;
+inline constexpr int tile = threads * tile_items;
+
+/// Per tile, the count of keys equal to the threshold (only when not all ties are taken).
+__global__ void __launch_bounds__(threads)
+    top_k_tie_count(float const* __restrict__ x, std::size_t n, top_k_state const* st, unsigned* __restrict__ cnt) {
+  if (st->all_ties != 0) return;
+  using reduce = cub::BlockReduce<unsigned, threads>;
+  __shared__ typename reduce::TempStorage tmp;
+  unsigned const thr = st->threshold;
+  std::size_t const base = blockIdx.x * static_cast<std::size_t>(tile) + threadIdx.x * tile_items;
+  unsigned c = 0;
+  for (int j = 0; j < tile_items; ++j) c += base + j < n && magnitude_key(x[base + j]) == thr ? 1u : 0u;
+  unsigned const total = reduce(tmp).Sum(c);
+  if (threadIdx.x == 0) cnt[blockIdx.x] = total;
+}
+
+/// In the tile where the running count of ties reaches k_left, the index past the last tie taken.
+__global__ void __launch_bounds__(threads)
+    top_k_tie_index(float const* __restrict__ x, std::size_t n, top_k_state* st, unsigned const* __restrict__ cum) {
+  if (st->all_ties != 0) return;
+  unsigned const want = st->k_left, before = blockIdx.x == 0 ? 0u : cum[blockIdx.x - 1];
+  if (!(before < want && cum[blockIdx.x] >= want)) return;
+  using scan = cub::BlockScan<unsigned, threads>;
+  __shared__ typename scan::TempStorage tmp;
+  unsigned const thr = st->threshold;
+  std::size_t const base = blockIdx.x * static_cast<std::size_t>(tile) + threadIdx.x * tile_items;
+  unsigned f[tile_items], r[tile_items];
+  for (int j = 0; j < tile_items; ++j) f[j] = base + j < n && magnitude_key(x[base + j]) == thr ? 1u : 0u;
+  scan(tmp).InclusiveSum(f, r);
+  for (int j = 0; j < tile_items; ++j)
+    if (f[j] != 0 && before + r[j] == want) st->limit = static_cast<unsigned>(base + j + 1);
+}
+
+struct top_k_selected {
+  float const* x;
+  top_k_state const* st;
+  __device__ bool operator()(std::uint32_t i) const noexcept {
+    unsigned const k = magnitude_key(x[i]), thr = st->threshold;
+    return k > thr || (k == thr && i < st->limit);
+  }
+};
+
+/// Values of the selected indices; with feedback, e = c - c where sent (0, NaN for a non-finite c).
+__global__ void top_k_gather(float* __restrict__ x, std::uint32_t const* __restrict__ idx, float* __restrict__ vals,
+                             std::size_t k, bool feedback) {
+  std::size_t const stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t j = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; j < k; j += stride) {
+    float const v = x[idx[j]];
+    vals[j] = v;
+    if (feedback) x[idx[j]] = cuda::detail::sub(v, v);
+  }
+}
+
+/// Scores of the blocks of block_top_k (block_top_k_score), one thread per block.
+__global__ void block_scores(float const* __restrict__ x, std::size_t n, unsigned block, bool l2,
+                             float* __restrict__ scores, std::size_t nb) {
+  std::size_t const stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t j = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; j < nb; j += stride) {
+    std::size_t const first = j * block;
+    scores[j] = block_top_k_score(x + first, n - first < block ? n - first : block, l2);
+  }
+}
+
+/// The elements of the kept blocks, block after block, the tensor's last block zero-padded.
+__global__ void gather_blocks(float const* __restrict__ x, std::size_t n, unsigned block,
+                              std::uint32_t const* __restrict__ blocks, std::size_t kb, float* __restrict__ vals) {
+  std::size_t const stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t t = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; t < kb * block; t += stride) {
+    std::size_t const i = static_cast<std::size_t>(blocks[t / block]) * block + t % block;
+    vals[t] = i < n ? x[i] : 0.0f;
+  }
+}
+
+__global__ void scatter_add(float* __restrict__ dense, std::uint32_t const* __restrict__ idx,
+                            float const* __restrict__ vals, std::size_t k) {
+  std::size_t const stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t j = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; j < k; j += stride)
+    dense[idx[j]] = scatter_add_element{}(dense[idx[j]], vals[j]);
+}
+
+__global__ void __launch_bounds__(threads)
+    adam_step(float* __restrict__ p, float const* __restrict__ g, float* __restrict__ m, float* __restrict__ v,
+              std::size_t n, adam_element f, std::uint16_t* __restrict__ shadow) {
+  std::size_t const stride = static_cast<std::size_t>(gridDim.x) * threads;
+  std::size_t const quads = aligned16(p) && aligned16(g) && aligned16(m) && aligned16(v) ? n / 4 : 0;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(threads) + threadIdx.x; i < quads; i += stride) {
+    float4 pv = reinterpret_cast<float4*>(p)[i], mv = reinterpret_cast<float4*>(m)[i],
+           vv = reinterpret_cast<float4*>(v)[i];
+    float4 const gv = reinterpret_cast<float4 const*>(g)[i];
+    f(pv.x, gv.x, mv.x, vv.x), f(pv.y, gv.y, mv.y, vv.y), f(pv.z, gv.z, mv.z, vv.z), f(pv.w, gv.w, mv.w, vv.w);
+    reinterpret_cast<float4*>(p)[i] = pv, reinterpret_cast<float4*>(m)[i] = mv, reinterpret_cast<float4*>(v)[i] = vv;
+    if (shadow != nullptr) {
+      shadow[4 * i] = bf16_nearest(pv.x), shadow[4 * i + 1] = bf16_nearest(pv.y);
+      shadow[4 * i + 2] = bf16_nearest(pv.z), shadow[4 * i + 3] = bf16_nearest(pv.w);
+    }
+  }
+  for (std::size_t i = 4 * quads + blockIdx.x * static_cast<std::size_t>(threads) + threadIdx.x; i < n; i += stride) {
+    f(p[i], g[i], m[i], v[i]);
+    if (shadow != nullptr) shadow[i] = bf16_nearest(p[i]);
+  }
+}
+
+__global__ void __launch_bounds__(threads)
+    sgd_step(float* __restrict__ p, float const* __restrict__ g, float* __restrict__ b, std::size_t n, sgd_element f,
+             std::uint16_t* __restrict__ shadow) {
+  std::size_t const stride = static_cast<std::size_t>(gridDim.x) * threads;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(threads) + threadIdx.x; i < n; i += stride) {
+    float unused = 0.0f;
+    f(p[i], g[i], b != nullptr ? b[i] : unused);
+    if (shadow != nullptr) shadow[i] = bf16_nearest(p[i]);
+  }
+}
+
+/// Blocks for a grid-stride loop over n items: enough to fill the device, no more than needed.
+inline unsigned grid_for(std::size_t n, std::size_t per_thread = 1) noexcept {
+  std::size_t const want = (n / per_thread + threads - 1) / threads;
+  return static_cast<unsigned>(std::clamp<std::size_t>(want, 1, 132 * 32));
+}
+
+}  // namespace sluice::cuda_detail
+
+namespace sluice::cuda {
+
+namespace kernel = sluice::cuda_detail;
+
+/// Device bytes feedback_maxmin writes at `payload`: the ranges then the levels section, rounded
+/// up to 8 (the kernel may OR into the last 32-bit word).
+inline std::size_t maxmin_payload_bytes(std::size_t n, maxmin_params c) noexcept {
+  std::size_t const nb = (n + c.bucket - 1) / c.bucket;
+  return (8 * nb + (n * c.bits + 7) / 8 + 7) / 8 * 8;
+}
+
+/// Queues error feedback around max-min quantization on `s`: c = g + e, the frame's ranges and
+/// levels sections into `payload` (maxmin_payload_bytes, 8-aligned device memory), e = c -
+/// decode. An empty `e` quantizes g alone. The sections equal the CPU encoder's bytes
+/// (finish_maxmin_frame completes the frame on the host). Buckets of 64..4096, bits 1..8.
+inline device_status feedback_maxmin(std::span<float const> g, std::span<float> e, maxmin_params c,
+                                     stream_key const& key, std::span<std::byte> payload, cudaStream_t s) noexcept {
+  std::size_t const n = g.size();
+  if (c.bits < 1 || c.bits > 8 || c.bucket < 64 || c.bucket > 4096 || (!e.empty() && e.size() != n) ||
+      payload.size() < maxmin_payload_bytes(n, c) || reinterpret_cast<std::uintptr_t>(payload.data()) % 8 != 0)
+    return device_status::size_mismatch;
+  if (n == 0) return device_status::ok;
+  std::size_t const nb = (n + c.bucket - 1) / c.bucket;
+  auto* const ranges = reinterpret_cast<std::uint8_t*>(payload.data());
+  if (c.bucket % 8 != 0) {
+    if (auto const st = status_of(cudaMemsetAsync(ranges + 8 * nb, 0, payload.size() - 8 * nb, s));
+        st != device_status::ok)
+      return st;
+  }
+  kernel::feedback_maxmin<<<static_cast<unsigned>(nb), kernel::threads, 0, s>>>(
+      g.data(), e.empty() ? nullptr : e.data(), n, c, philox_stream(key), ranges, ranges + 8 * nb);
+  return status_of(cudaGetLastError());
+}
+
+/// Queues dense += decode(ranges, levels) on `s` (the two sections as feedback_maxmin writes
+/// them, 8-aligned device memory).
+inline device_status dequantize_add(std::span<float> dense, maxmin_params c, std::span<std::byte const> payload,
+                                    cudaStream_t s) noexcept {
+  std::size_t const n = dense.size(), nb = (n + c.bucket - 1) / c.bucket;
+  if (c.bits < 1 || c.bits > 8 || c.bucket < 64 || c.bucket > 4096 || payload.size() < 8 * nb + (n * c.bits + 7) / 8 ||
+      reinterpret_cast<std::uintptr_t>(payload.data()) % 8 != 0)
+    return device_status::size_mismatch;
+  if (n == 0) return device_status::ok;
+  auto const* ranges = reinterpret_cast<std::uint8_t const*>(payload.data());
+  kernel::dequantize_add<<<kernel::grid_for(n), kernel::threads, 0, s>>>(dense.data(), n, c, ranges, ranges + 8 * nb);
+  return status_of(cudaGetLastError());
+}
+
+/// Device scratch of top_k_select for tensors of up to `n` elements.
+class top_k_workspace {
+ public:
+  explicit top_k_workspace(std::size_t n)
+      : n_(n),
+        tiles_((n + kernel::tile - 1) / kernel::tile),
+        state_(1),
+        tie_count_(std::max<std::size_t>(tiles_, 1)),
+        tie_cum_(std::max<std::size_t>(tiles_, 1)),
+        selected_(1),
+        cand_(std::max<std::size_t>(n / 16, std::size_t{1} << 16)) {
+    require(n < (std::size_t{1} << 32), errc::invalid_argument,
+            "cuda::top_k_workspace: {} elements; indices are 32-bit, split the tensor below 2^32", n);
+    std::size_t scan_bytes = 0, select_bytes = 0;
+    check(cub::DeviceScan::InclusiveSum(nullptr, scan_bytes, tie_count_.data(), tie_cum_.data(),
+                                        static_cast<int>(tie_count_.size())),
+          "cuda::top_k_workspace");
+    check(cub::DeviceSelect::If(nullptr, select_bytes, thrust::counting_iterator<std::uint32_t>(0),
+                                static_cast<std::uint32_t*>(nullptr), selected_.data(), static_cast<std::int64_t>(n),
+                                kernel::top_k_selected{nullptr, nullptr}),
+          "cuda::top_k_workspace");
+    temp_ = device_buffer<std::byte>(std::max(scan_bytes, select_bytes));
+  }
+  [[nodiscard]] std::size_t capacity() const noexcept { return n_; }
+
+ private:
+  friend device_status top_k_select(std::span<float const>, std::span<float>, std::size_t, top_k_workspace&,
+                                    std::span<std::uint32_t>, std::span<float>, cudaStream_t) noexcept;
+  std::size_t n_, tiles_;
+  device_buffer<kernel::top_k_state> state_;
+  device_buffer<unsigned> tie_count_, tie_cum_;
+  device_buffer<std::int64_t> selected_;
+  device_buffer<std::byte> temp_;
+  device_buffer<unsigned> cand_;  // keys of the first digit's bin (AIR top-k's filtering)
+};
+
+/// Queues the exact top-k of x by magnitude on `s` (sluice::top_k's selection: the k largest
+/// |x| ranked by their bits, NaN first, ties to the lower index): `indices` (increasing) and
+/// `values` receive k entries. With a non-empty `g`, error feedback is fused: x holds e on entry,
+/// c = g + e is ranked, and x holds the new residual (c where not sent, c - c where sent) on exit.
+/// write_top_k_frame builds the frame from the copied-back entries.
+inline device_status top_k_select(std::span<float const> g, std::span<float> x, std::size_t k, top_k_workspace& ws,
+                                  std::span<std::uint32_t> indices, std::span<float> values, cudaStream_t s) noexcept {
+  std::size_t const n = x.size();
+  if (n > ws.n_ || k > n || indices.size() < k || values.size() < k || (!g.empty() && g.size() != n))
+    return device_status::size_mismatch;
+  if (k == 0) return device_status::ok;
+  kernel::top_k_state* const st = ws.state_.data();
+  device_status r = status_of(cudaMemsetAsync(st, 0, sizeof(kernel::top_k_state), s));
+  if (r != device_status::ok) return r;
+  unsigned const grid = kernel::grid_for(n, 4 * 8), kk = static_cast<unsigned>(k);
+  unsigned const cap = static_cast<unsigned>(ws.cand_.size());
+  unsigned* const cand = ws.cand_.data();
+  kernel::top_k_histogram<0><<<grid, kernel::threads, 0, s>>>(g.empty() ? nullptr : g.data(), x.data(), n, st, cand);
+  kernel::top_k_choose<0><<<1, kernel::threads, 0, s>>>(st, kk, cap);
+  kernel::top_k_histogram<1><<<grid, kernel::threads, 0, s>>>(nullptr, x.data(), n, st, cand);
+  kernel::top_k_choose<1><<<1, kernel::threads, 0, s>>>(st, kk, cap);
+  kernel::top_k_histogram<2><<<grid, kernel::threads, 0, s>>>(nullptr, x.data(), n, st, cand);
+  kernel::top_k_choose<2><<<1, kernel::threads, 0, s>>>(st, kk, cap);
+  unsigned const tiles = static_cast<unsigned>(ws.tiles_);
+  kernel::top_k_tie_count<<<tiles, kernel::threads, 0, s>>>(x.data(), n, st, ws.tie_count_.data());
+  std::size_t bytes = ws.temp_.size();
+  r = status_of(cub::DeviceScan::InclusiveSum(ws.temp_.data(), bytes, ws.tie_count_.data(), ws.tie_cum_.data(),
+                                              static_cast<int>(tiles), s));
+  if (r != device_status::ok) return r;
+  kernel::top_k_tie_index<<<tiles, kernel::threads, 0, s>>>(x.data(), n, st, ws.tie_cum_.data());
+  bytes = ws.temp_.size();
+  r = status_of(cub::DeviceSelect::If(ws.temp_.data(), bytes, thrust::counting_iterator<std::uint32_t>(0),
+                                      indices.data(), ws.selected_.data(), static_cast<std::int64_t>(n),
+                                      kernel::top_k_selected{x.data(), st}, s));
+  if (r != device_status::ok) return r;
+  kernel::top_k_gather<<<kernel::grid_for(k), kernel::threads, 0, s>>>(x.data(), indices.data(), values.data(), k,
+                                                                       !g.empty());
+  return status_of(cudaGetLastError());
+}
+
+/// Device scratch of block_top_k_select for tensors of up to `n` elements in blocks of `block`.
+class block_top_k_workspace {
+ public:
+  block_top_k_workspace(std::size_t n, std::size_t block)
+      : block_(block),
+        scores_(std::max<std::size_t>((n + block - 1) / block, 1)),
+        kept_(scores_.size()),
+        select_(scores_.size()) {
+    require(block >= 1 && block <= 65536, errc::invalid_argument,
+            "cuda::block_top_k_workspace: block size {} is outside [1, 65536]", block);
+  }
+
+ private:
+  friend device_status block_top_k_select(std::span<float const>, std::size_t, bool, std::size_t,
+                                          block_top_k_workspace&, std::span<std::uint32_t>, std::span<float>,
+                                          cudaStream_t) noexcept;
+  std::size_t block_;
+  device_buffer<float> scores_, kept_;
+  top_k_workspace select_;
+};
+
+/// Queues block_top_k's selection on `s`: the L1 (l2 false) or L2 scores of the blocks of `block`
+/// elements, the kb best blocks by top_k_select's rule (ties to the lower block), their indices
+/// (increasing) into `blocks` and their elements into `values` (kb * block, the tensor's last
+/// block zero-padded). write_block_top_k_frame builds the frame from the copied-back results.
+inline device_status block_top_k_select(std::span<float const> x, std::size_t block, bool l2, std::size_t kb,
+                                        block_top_k_workspace& ws, std::span<std::uint32_t> blocks,
+                                        std::span<float> values, cudaStream_t s) noexcept {
+  std::size_t const n = x.size(), nb = (n + block - 1) / block;
+  if (block != ws.block_ || nb > ws.scores_.size() || kb > nb || blocks.size() < kb || values.size() < kb * block)
+    return device_status::size_mismatch;
+  if (kb == 0) return device_status::ok;
+  kernel::block_scores<<<kernel::grid_for(nb), kernel::threads, 0, s>>>(x.data(), n, static_cast<unsigned>(block), l2,
+                                                                        ws.scores_.data(), nb);
+  if (auto const r = status_of(cudaGetLastError()); r != device_status::ok) return r;
+  if (auto const r = top_k_select({}, std::span<float>(ws.scores_.data(), nb), kb, ws.select_, blocks,
+                                  std::span<float>(ws.kept_.data(), kb), s);
+      r != device_status::ok)
+    return r;
+  kernel::gather_blocks<<<kernel::grid_for(kb * block), kernel::threads, 0, s>>>(
+      x.data(), n, static_cast<unsigned>(block), blocks.data(), kb, values.data());
+  return status_of(cudaGetLastError());
+}
+
+/// Queues dense[indices[j]] += values[j] on `s`; indices distinct and below dense.size() (as in
+/// every sluice sparse frame; duplicates would race).
+inline device_status scatter_add(std::span<float> dense, std::span<std::uint32_t const> indices,
+                                 std::span<float const> values, cudaStream_t s) noexcept {
+  if (indices.size() != values.size()) return device_status::size_mismatch;
+  if (indices.empty()) return device_status::ok;
+  kernel::scatter_add<<<kernel::grid_for(indices.size()), kernel::threads, 0, s>>>(dense.data(), indices.data(),
+                                                                                   values.data(), indices.size());
+  return status_of(cudaGetLastError());
+}
+
+/// Queues one dense Adam / AdamW step on `s` with fp32 parameters and moments; `f` from
+/// adam_element::from(policy.kernel(t)). A non-empty `shadow` receives the parameters as bf16 bits.
+inline device_status adam_step(std::span<float> p, std::span<float const> g, std::span<float> m, std::span<float> v,
+                               adam_element const& f, std::span<std::uint16_t> shadow, cudaStream_t s) noexcept {
+  std::size_t const n = p.size();
+  if (g.size() != n || m.size() != n || v.size() != n || (!shadow.empty() && shadow.size() != n))
+    return device_status::size_mismatch;
+  if (n == 0) return device_status::ok;
+  kernel::adam_step<<<kernel::grid_for(n, 4), kernel::threads, 0, s>>>(p.data(), g.data(), m.data(), v.data(), n, f,
+                                                                       shadow.empty() ? nullptr : shadow.data());
+  return status_of(cudaGetLastError());
+}
+
+/// Queues one dense SGD step on `s`; `b` (the momentum buffer) may be empty without momentum.
+inline device_status sgd_step(std::span<float> p, std::span<float const> g, std::span<float> b, sgd_element const& f,
+                              std::span<std::uint16_t> shadow, cudaStream_t s) noexcept {
+  std::size_t const n = p.size();
+  if (g.size() != n || (f.momentum && b.size() != n) || (!shadow.empty() && shadow.size() != n))
+    return device_status::size_mismatch;
+  if (n == 0) return device_status::ok;
+  kernel::sgd_step<<<kernel::grid_for(n), kernel::threads, 0, s>>>(p.data(), g.data(), b.empty() ? nullptr : b.data(),
+                                                                   n, f, shadow.empty() ? nullptr : shadow.data());
+  return status_of(cudaGetLastError());
+}
+
+}  // namespace sluice::cuda

@@ -1,0 +1,309 @@
+// The CUDA backend's per-element functors (sluice/cuda/functors.hpp), run on the CPU, against the
+// CPU codecs and optimizers: byte-identical frames, bit-identical residuals, decodes and optimizer
+// states. The device kernels use the same functors, so these tests pin the GPU wire format too.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include <sluice/cuda/concepts.hpp>
+#include <sluice/cuda/frame.hpp>
+#include <sluice/cuda/functors.hpp>
+#include <sluice/optim/adam.hpp>
+#include <sluice/optim/adamw.hpp>
+#include <sluice/optim/sgd.hpp>
+
+namespace {
+
+using namespace sluice;
+
+std::uint32_t bits(float x) {
+  std::uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return u;
+}
+
+std::vector<float> normal(std::size_t n, std::uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+// Buckets that exercise the special grids: constant (unit 0), a subnormal range (infinite
+// reciprocal), a NaN and an infinity (NaN grid), zeros.
+std::vector<float> awkward(std::size_t n, std::size_t bucket, std::uint32_t seed) {
+  auto v = normal(n, seed);
+  auto fill = [&](std::size_t b, auto f) {
+    for (std::size_t j = b * bucket; j < std::min(n, (b + 1) * bucket); ++j) f(v[j], j);
+  };
+  if (n > 1 * bucket) fill(1, [](float& x, std::size_t) { x = 0.75f; });
+  if (n > 2 * bucket) fill(2, [](float& x, std::size_t j) { x = static_cast<float>(j % 7) * 1e-44f; });
+  if (n > 3 * bucket) v[3 * bucket + 5] = std::numeric_limits<float>::quiet_NaN();
+  if (n > 4 * bucket) v[4 * bucket + 1] = -std::numeric_limits<float>::infinity();
+  if (n > 5 * bucket) fill(5, [](float& x, std::size_t) { x = 0.0f; });
+  if (n > 6 * bucket) fill(6, [](float& x, std::size_t j) { x = static_cast<float>(j) * 1e30f; });
+  return v;
+}
+
+void check_same_bits(std::vector<float> const& a, std::vector<float> const& b, char const* what) {
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (bits(a[i]) != bits(b[i])) FAIL(what << ": element " << i << ": " << a[i] << " vs " << b[i]);
+}
+
+// The frame the device path produces: sections from the functors, finished on the host.
+std::vector<std::byte> device_path_frame(maxmin_quantize const& c, encode_context const& ctx,
+                                         std::vector<float> const& g, float* e) {
+  auto const l = cuda::layout_of(c, g.size());
+  std::vector<std::byte> frame(l.frame_bytes, std::byte{0xAB});
+  std::vector<std::byte> payload(l.payload_bytes());
+  cuda::host::feedback_maxmin(g, e, c, ctx.key(), payload);
+  std::memcpy(frame.data() + l.ranges_offset, payload.data(), payload.size());
+  frame.resize(cuda::finish_maxmin_frame(c, ctx, g.size(), frame));
+  return frame;
+}
+
+}  // namespace
+
+TEST_CASE("philox_stream draws random_stream's words") {
+  for (auto const key : {stream_key{0, 0, 0, 0}, stream_key{0x123456789abcdefull, 3, 17, 5},
+                         stream_key{42, stream_key::shared_rank, 1, 9}}) {
+    random_stream const ref(key);
+    cuda::philox_stream const dev(key);
+    for (std::uint64_t i : {0ull, 1ull, 2ull, 3ull, 4ull, 5ull, 1023ull, 1ull << 20, (1ull << 34) - 1})
+      CHECK(dev.word(i) == ref.word(i));
+    for (std::uint64_t i = 0; i < 64; ++i) CHECK(bits(dev.uniform(i)) == bits(ref.uniform(i)));
+  }
+}
+
+TEST_CASE("max-min quantization through the functors is byte-identical to maxmin_quantize::encode") {
+  for (unsigned b : {1u, 2u, 3u, 4u, 5u, 8u})
+    for (std::size_t bucket : {std::size_t{64}, std::size_t{100}, std::size_t{1024}})
+      for (auto round : {rounding::nearest, rounding::stochastic})
+        for (std::size_t n : {bucket * 8 + 37, bucket * 3, std::size_t{1}}) {
+          CAPTURE(b);
+          CAPTURE(bucket);
+          CAPTURE(static_cast<int>(round));
+          CAPTURE(n);
+          maxmin_quantize const c{.bits = b, .bucket = bucket, .round = round};
+          encode_context const ctx{.seed = 99, .rank = 2, .step = 7, .tensor = 4};
+          auto const x = awkward(n, bucket, static_cast<std::uint32_t>(n + b));
+          std::vector<std::byte> ref(c.max_encoded_bytes(n));
+          codec_workspace<maxmin_quantize, float> ws;
+          ref.resize(c.encode(std::span<float const>(x), ctx, ws, ref));
+          auto const got = device_path_frame(c, ctx, x, nullptr);
+          REQUIRE(got.size() == ref.size());
+          CHECK(std::memcmp(got.data(), ref.data(), ref.size()) == 0);
+        }
+}
+
+TEST_CASE("fused feedback + max-min quantization equals compensate, encode, decode, subtract") {
+  for (unsigned b : {2u, 4u, 8u})
+    for (auto round : {rounding::nearest, rounding::stochastic}) {
+      std::size_t const n = 4096 * 3 + 500;
+      maxmin_quantize const c{.bits = b, .bucket = 512, .round = round};
+      encode_context const ctx{.seed = 5, .rank = 1, .step = 3, .tensor = 8};
+      auto const g = awkward(n, 512, b);
+      auto const e0 = normal(n, 77, 0.1f);
+      // Reference: the unfused composition on the CPU codec.
+      std::vector<float> cv(n), d(n), e_ref(n);
+      for (std::size_t i = 0; i < n; ++i) cv[i] = g[i] + e0[i];
+      std::vector<std::byte> ref(c.max_encoded_bytes(n));
+      codec_workspace<maxmin_quantize, float> ws;
+      ref.resize(c.encode(std::span<float const>(cv), ctx, ws, ref));
+      c.decode(std::span<std::byte const>(ref), ctx, ws, std::span<float>(d));
+      for (std::size_t i = 0; i < n; ++i) e_ref[i] = cv[i] - d[i];
+      // Functors.
+      auto e = e0;
+      auto const got = device_path_frame(c, ctx, g, e.data());
+      REQUIRE(got.size() == ref.size());
+      CHECK(std::memcmp(got.data(), ref.data(), ref.size()) == 0);
+      check_same_bits(e, e_ref, "residual");
+    }
+}
+
+TEST_CASE("dequantize-add through the functors equals maxmin_quantize::decode_add") {
+  for (unsigned b : {1u, 3u, 4u, 7u}) {
+    std::size_t const n = 1000 * 5 + 3;
+    maxmin_quantize const c{.bits = b, .bucket = 1000};
+    encode_context const ctx{};
+    auto const x = awkward(n, 1000, b + 10);
+    std::vector<std::byte> msg(c.max_encoded_bytes(n));
+    codec_workspace<maxmin_quantize, float> ws;
+    msg.resize(c.encode(std::span<float const>(x), ctx, ws, msg));
+    auto ref = normal(n, 3), got = ref;
+    c.decode_add(std::span<std::byte const>(msg), ctx, ws, std::span<float>(ref));
+    auto const l = cuda::layout_of(c, n);
+    auto const* ranges = msg.data() + l.ranges_offset;
+    auto const* levels = reinterpret_cast<std::uint8_t const*>(ranges + l.ranges_bytes);
+    for (std::size_t i = 0; i < n; ++i) {
+      cuda::maxmin_grid gr;
+      std::memcpy(&gr.min, ranges + 8 * (i / c.bucket), 4);
+      std::memcpy(&gr.unit, ranges + 8 * (i / c.bucket) + 4, 4);
+      got[i] = cuda::dequantize_add_element{}(got[i], gr, cuda::unpack_level(levels, i, b));
+    }
+    check_same_bits(got, ref, "decode_add");
+  }
+}
+
+// The device's top-k rule on the CPU: the k-th largest key T, then key > T, or key == T and index
+// below the index past the ties-th element with key T.
+static std::vector<std::uint32_t> select_like_device(std::vector<float> const& x, std::size_t k) {
+  std::size_t const n = x.size();
+  std::vector<std::uint32_t> keys(n);
+  for (std::size_t i = 0; i < n; ++i) keys[i] = cuda::magnitude_key(x[i]);
+  auto sorted = keys;
+  std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(k - 1), sorted.end(), std::greater<>());
+  std::uint32_t const t = sorted[k - 1];
+  auto const above = static_cast<std::size_t>(std::count_if(keys.begin(), keys.end(), [&](auto v) { return v > t; }));
+  std::size_t const ties = k - above;
+  std::size_t seen = 0;
+  std::uint32_t limit = 0;
+  for (std::size_t i = 0; i < n && seen < ties; ++i)
+    if (keys[i] == t && ++seen == ties) limit = static_cast<std::uint32_t>(i + 1);
+  std::vector<std::uint32_t> idx;
+  for (std::size_t i = 0; i < n; ++i)
+    if (keys[i] > t || (keys[i] == t && i < limit)) idx.push_back(static_cast<std::uint32_t>(i));
+  return idx;
+}
+
+TEST_CASE("block scores and the device's selection rule give block_top_k::encode's frame") {
+  for (auto score : {block_score::l1, block_score::l2})
+    for (std::size_t block : {std::size_t{16}, std::size_t{5}, std::size_t{64}}) {
+      CAPTURE(block);
+      std::size_t const n = 10007;
+      auto x = normal(n, 31);
+      for (std::size_t i = 0; i < 3 * block; ++i) x[i] = 0.5f;  // tied blocks
+      block_top_k const c{.ratio = 0.05, .block = block, .score = score};
+      encode_context const ctx{.step = 4};
+      std::vector<std::byte> ref(c.max_encoded_bytes(n));
+      codec_workspace<block_top_k, float> ws;
+      ref.resize(c.encode(std::span<float const>(x), ctx, ws, ref));
+      std::size_t const nb = c.block_count(n), kb = c.keep_blocks(n);
+      std::vector<float> scores(nb);
+      for (std::size_t j = 0; j < nb; ++j)
+        scores[j] =
+            cuda::block_top_k_score(x.data() + j * block, std::min(block, n - j * block), score == block_score::l2);
+      auto const blocks = select_like_device(scores, kb);
+      std::vector<float> vals(kb * block, 0.0f);
+      for (std::size_t j = 0; j < kb; ++j)
+        for (std::size_t e = 0; e < block && blocks[j] * block + e < n; ++e)
+          vals[j * block + e] = x[blocks[j] * block + e];
+      std::vector<std::byte> got(c.max_encoded_bytes(n));
+      got.resize(cuda::write_block_top_k_frame(c, ctx, n, blocks, vals, got));
+      REQUIRE(got.size() == ref.size());
+      CHECK(std::memcmp(got.data(), ref.data(), ref.size()) == 0);
+    }
+}
+
+TEST_CASE("top-k by threshold (key, tie index) and scatter-add equal top_k::encode and decode_add") {
+  for (double ratio : {0.01, 0.1, 1.0}) {
+    std::size_t const n = 20000;
+    auto x = normal(n, 11);
+    for (std::size_t i = 0; i < n; i += 3) x[i] = 0.5f;  // many ties
+    x[17] = -std::numeric_limits<float>::infinity();
+    x[4000] = std::numeric_limits<float>::quiet_NaN();
+    top_k const c{.ratio = ratio};
+    encode_context const ctx{.step = 2, .tensor = 1};
+    std::vector<std::byte> ref(c.max_encoded_bytes(n));
+    codec_workspace<top_k, float> ws;
+    ref.resize(c.encode(std::span<float const>(x), ctx, ws, ref));
+    // The device's selection rule: the k-th largest key T, then key > T or (key == T and index <
+    // the index of the ties-th element with key T).
+    std::size_t const k = c.keep(n);
+    std::vector<std::uint32_t> keys(n);
+    for (std::size_t i = 0; i < n; ++i) keys[i] = cuda::magnitude_key(x[i]);
+    auto sorted = keys;
+    std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(k - 1), sorted.end(),
+                     std::greater<>());
+    std::uint32_t const t = sorted[k - 1];
+    std::size_t const above =
+        static_cast<std::size_t>(std::count_if(keys.begin(), keys.end(), [&](auto v) { return v > t; }));
+    std::size_t ties = k - above, seen = 0;
+    std::uint32_t limit = 0;
+    for (std::size_t i = 0; i < n && seen < ties; ++i)
+      if (keys[i] == t && ++seen == ties) limit = static_cast<std::uint32_t>(i + 1);
+    std::vector<std::uint32_t> idx;
+    std::vector<float> val;
+    for (std::size_t i = 0; i < n; ++i)
+      if (keys[i] > t || (keys[i] == t && i < limit)) idx.push_back(static_cast<std::uint32_t>(i)), val.push_back(x[i]);
+    REQUIRE(idx.size() == k);
+    std::vector<std::byte> got(c.max_encoded_bytes(n));
+    got.resize(cuda::write_top_k_frame(c, ctx, n, idx, val, got));
+    REQUIRE(got.size() == ref.size());
+    CHECK(std::memcmp(got.data(), ref.data(), ref.size()) == 0);
+
+    auto dense = normal(n, 12), dense_ref = dense;
+    c.decode_add(std::span<std::byte const>(ref), ctx, ws, std::span<float>(dense_ref));
+    for (std::size_t j = 0; j < k; ++j) dense[idx[j]] = cuda::scatter_add_element{}(dense[idx[j]], val[j]);
+    check_same_bits(dense, dense_ref, "scatter-add");
+  }
+}
+
+TEST_CASE("adam, adamw and sgd element functors give the CPU optimizers' bits") {
+  std::size_t const n = 1003;
+  auto const p0 = normal(n, 1);
+  auto run = [&](auto const& o, auto make) {
+    using O = std::decay_t<decltype(o)>;
+    optimizer_state<O> s(o, n);
+    auto p = p0, q = p0;
+    std::size_t const moments = o.layout().moments;
+    std::vector<float> m0(n, 0.0f), m1(n, 0.0f);
+    for (std::uint32_t t = 1; t <= 4; ++t) {
+      auto const g = normal(n, 100 + t);
+      o.step(s, std::span<float>(p), std::span<float const>(g));
+      auto const f = make(o.kernel(t));
+      for (std::size_t i = 0; i < n; ++i) {
+        if constexpr (std::is_same_v<O, sgd>)
+          f(q[i], g[i], m0[i]);
+        else
+          f(q[i], g[i], m0[i], m1[i]);
+      }
+    }
+    check_same_bits(q, p, "params");
+    std::vector<float> sm0(n), sm1(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (moments > 0) sm0[i] = s.moment(0, i);
+      if (moments > 1) sm1[i] = s.moment(1, i);
+    }
+    if (moments > 0) check_same_bits(m0, sm0, "moment 0");
+    if (moments > 1) check_same_bits(m1, sm1, "moment 1");
+  };
+  auto adam_of = [](auto const& k) { return cuda::adam_element::from(k); };
+  auto sgd_of = [](auto const& k) { return cuda::sgd_element::from(k); };
+  run(adam{.lr = 1e-2}, adam_of);
+  run(adam{.lr = 3e-3, .weight_decay = 0.1}, adam_of);
+  run(adamw{.lr = 1e-2, .weight_decay = 0.05}, adam_of);
+  run(sgd{.lr = 0.1}, sgd_of);
+  run(sgd{.lr = 0.1, .weight_decay = 0.01}, sgd_of);
+  run(sgd{.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01}, sgd_of);
+  run(sgd{.lr = 0.05, .momentum = 0.9, .nesterov = true}, sgd_of);
+}
+
+TEST_CASE("bf16_nearest rounds as Eigen::bfloat16") {
+  auto x = normal(4096, 21, 100.0f);
+  x.push_back(std::numeric_limits<float>::quiet_NaN());
+  x.push_back(-std::numeric_limits<float>::quiet_NaN());
+  x.push_back(std::numeric_limits<float>::infinity());
+  x.push_back(3.0e38f);
+  x.push_back(1e-40f);
+  for (float v : x) {
+    Eigen::bfloat16 const ref(v);
+    std::uint16_t rb;
+    std::memcpy(&rb, &ref, 2);
+    CHECK(cuda::bf16_nearest(v) == rb);
+  }
+}
+
+TEST_CASE("device statuses map to sluice errors at the host boundary") {
+  CHECK_NOTHROW(cuda::check(cuda::device_status::ok, "k"));
+  CHECK_THROWS_AS(cuda::check(cuda::device_status::size_mismatch, "k"), error);
+  CHECK(cuda::to_errc(cuda::device_status::no_device) == errc::unsupported);
+}
