@@ -105,6 +105,52 @@ TEST_CASE("pipeline: staleness 1 and 2 keep the bound exactly and replicas bit-i
   }
 }
 
+TEST_CASE("pipeline: set_codec switches every rank's codec strength at one step, as the hand composition does") {
+  constexpr int steps = 6, at = 3;
+  for (unsigned staleness : {0u, 1u}) {
+    CAPTURE(staleness);
+    std::vector<model_params> piped(world, model_params(model())), hand(world, model_params(model()));
+    auto errors = test::run_local(world, [&](local_transport& ep) {
+      int const r = ep.rank();
+      model_params p(model());
+      pipeline pipe{top_k{.ratio = 0.2}, residual{}, sgd{.lr = 0.05}, ep, small_buckets(staleness)};
+      auto spans = p.spans();
+      pipe.attach(model(), spans);
+      std::vector<std::vector<float>> g;
+      std::vector<model_params> seen;
+      for (int s = 0; s < steps; ++s) {
+        if (s == at) pipe.set_codec(top_k{.ratio = 0.01});
+        gradients(r, static_cast<std::uint64_t>(s), p, g);
+        pipe.step(views(g));
+      }
+      pipe.synchronize();
+      CHECK(pipe.codec() == top_k{.ratio = 0.01});
+      CHECK_THROWS_AS(pipe.set_codec(top_k{.ratio = 2.0}), error);
+      piped[static_cast<std::size_t>(r)] = p;
+    });
+    test::rethrow_first(errors);
+    errors = test::run_local(world, [&](local_transport& ep) {
+      int const r = ep.rank();
+      model_params p(model());
+      hand_composition<top_k, residual, sgd> h(top_k{.ratio = 0.2}, residual{}, sgd{.lr = 0.05}, ep,
+                                               small_buckets(staleness), model(), p);
+      std::vector<model_params> history{p};
+      std::vector<std::vector<float>> g;
+      for (int s = 0; s < steps; ++s) {
+        if (s == at) h.codec = top_k{.ratio = 0.01};
+        gradients(r, static_cast<std::uint64_t>(s),
+                  history[static_cast<std::size_t>(std::max(0, s - static_cast<int>(staleness)))], g);
+        h.step(static_cast<std::uint64_t>(s), g);
+        h.write(p);
+        history.push_back(p);
+      }
+      hand[static_cast<std::size_t>(r)] = p;
+    });
+    test::rethrow_first(errors);
+    for (int r = 0; r < world; ++r) CHECK(piped[static_cast<std::size_t>(r)] == hand[static_cast<std::size_t>(r)]);
+  }
+}
+
 TEST_CASE("pipeline: gradient_ready in any order equals step(grads)") {
   auto errors = test::run_local(world, [&](local_transport& ep) {
     int const r = ep.rank();

@@ -344,12 +344,14 @@ TEST_CASE("bandwidth_monitor tracks goodput and detects a level change") {
   CHECK_THROWS_AS(bandwidth_monitor(monitor_options{.alpha = 0}), error);
 }
 
-TEST_CASE("monitor_sink is a TelemetrySink that keeps only communicate samples") {
+TEST_CASE("monitor_sink is a TelemetrySink that keeps only exchange samples") {
   static_assert(TelemetrySink<monitor_sink>);
   monitor_sink sink;
-  sink.record(stage_sample{.which = stage::encode, .bytes = 1000, .seconds = 1});
+  sink.record(stage_sample{.which = stage::encode, .seconds = 1, .bytes = 1000});
   CHECK(sink.snapshot().samples() == 0);
-  sink.record(stage_sample{.which = stage::communicate, .bytes = 1000, .seconds = 1e-3});
+  sink.record(stage_sample{.which = stage::exchange, .seconds = 1e-3, .bytes = 1000});
+  sink.record(step_report{.step = 1, .sent_bytes = 5000});  // reports are not samples
+  CHECK(sink.snapshot().samples() == 1);
   CHECK(sink.snapshot().samples() == 1);
   CHECK(sink.snapshot().estimate() == doctest::Approx(1e6));
 }

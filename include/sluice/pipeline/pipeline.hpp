@@ -8,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -172,6 +173,7 @@ class pipeline {
     require(options_.kernel_threads >= 0, errc::invalid_argument, "pipeline: kernel_threads {} must be >= 0",
             options_.kernel_threads);
     opt_.validate();
+    if constexpr (requires { codec_.validate(); }) codec_.validate();
     if constexpr (detail::pipeline::is_momentum_correction<F>)
       require(opt_.momentum == 0, errc::invalid_argument,
               "pipeline: momentum_correction keeps the momentum (DGC); set sgd.momentum = 0 (it is {})", opt_.momentum);
@@ -279,6 +281,20 @@ class pipeline {
             layout_.size());
     publish(step_);
   }
+
+  /// Changes the codec's values (a ratio, a bit width: what the solver's controller decides) from
+  /// the next step handed in on. Call between steps, on every rank at the same step (the
+  /// controller switches all ranks at one named step); frames are re-sized as needed. Error
+  /// feedback carries over: what the old setting did not send stays in the residual. A checkpoint
+  /// records the codec in force; restore it into a pipeline built with that value.
+  void set_codec(C const& codec) {
+    check_usable("set_codec");
+    require(reported_count_ == 0, errc::invalid_argument,
+            "pipeline: set_codec() in the middle of step {} (call it between steps)", step_);
+    if constexpr (requires { codec.validate(); }) codec.validate();
+    codec_ = codec;
+  }
+  [[nodiscard]] C const& codec() const noexcept { return codec_; }
 
   /// Steps completed by the trainer (calls of step()).
   [[nodiscard]] std::uint64_t steps() const noexcept { return step_; }
@@ -654,6 +670,13 @@ class pipeline {
         if (bk.encoded < need) return false;
       return true;
     });
+    // Steps in flight are at most staleness + 2 <= 4 apart, and step - 4 has left the exchange.
+    std::lock_guard lock(m_);
+    codec_ring_[step_ % codec_ring_.size()] = codec_;
+  }
+  [[nodiscard]] C codec_of(std::uint64_t step) const {
+    std::lock_guard lock(m_);
+    return codec_ring_[step % codec_ring_.size()];
   }
 
   // Waits (on the trainer's thread) until every bucket has applied `updates` steps, writes the
@@ -776,14 +799,15 @@ class pipeline {
         g = &grads_[static_cast<std::size_t>(step % (options_.staleness + 1))];
       }
       auto& bk = buckets_[b];
+      C const codec = codec_of(step);
       auto const t0 = clock::now();
       std::span<float const> const grad(g->data() + bk.first, bk.elements);
       std::size_t bytes = 0;
       if (bk.compressed) {
         collective_context const ctx = context(step, b);
         if constexpr (sparse_exchange) {
-          bk.frame.resize(codec_.max_encoded_bytes(bk.elements));
-          bytes = feedback_.encode(codec_, fstate_->slice(b), grad, ctx.for_rank(t_.rank()), bk.fws, bk.frame);
+          bk.frame.resize(codec.max_encoded_bytes(bk.elements));
+          bytes = feedback_.encode(codec, fstate_->slice(b), grad, ctx.for_rank(t_.rank()), bk.fws, bk.frame);
           require(bytes > 0, errc::non_finite,
                   "pipeline: step {} bucket {}: the feedback skipped the gradient (non-finite values); the pipeline "
                   "needs non_finite_policy::throw_error or propagate",
@@ -794,10 +818,10 @@ class pipeline {
           for (int j = 0; j < w; ++j) {
             auto const part = scatter_reduce_allgather_part(bk.elements, w, j);
             auto& frame = bk.parts[static_cast<std::size_t>(j)];
-            frame.resize(codec_.max_encoded_bytes(part.count));
-            std::size_t const n = feedback_.encode(
-                codec_, fstate_->slice(b, part.first, part.count), grad.subspan(part.first, part.count),
-                ctx.for_rank(t_.rank(), 1 + static_cast<std::uint64_t>(j)), bk.fws, frame);
+            frame.resize(codec.max_encoded_bytes(part.count));
+            std::size_t const n =
+                feedback_.encode(codec, fstate_->slice(b, part.first, part.count), grad.subspan(part.first, part.count),
+                                 ctx.for_rank(t_.rank(), 1 + static_cast<std::uint64_t>(j)), bk.fws, frame);
             require(n > 0 || part.count == 0, errc::non_finite,
                     "pipeline: step {} bucket {}: the feedback skipped the gradient (non-finite values); the pipeline "
                     "needs non_finite_policy::throw_error or propagate",
@@ -846,6 +870,7 @@ class pipeline {
           if (buckets_[b].exchanged > step) continue;  // restored past it
         }
         auto& bk = buckets_[b];
+        C const codec = codec_of(step);
         auto const t0 = clock::now();
         collective_context const ctx = context(step, b);
         std::size_t sent = 0;
@@ -855,15 +880,15 @@ class pipeline {
           sent = ring_allreduce_bytes(bk.elements, t_.size());
         } else if constexpr (sparse_exchange) {
           if (bk.sparse_result)
-            sparse_allgather_encoded(t_, codec_, std::span<std::byte const>(bk.frame), bk.elements, bk.sparse_sum, ctx,
+            sparse_allgather_encoded(t_, codec, std::span<std::byte const>(bk.frame), bk.elements, bk.sparse_sum, ctx,
                                      bk.aws);
           else
-            sparse_allgather_encoded(t_, codec_, std::span<std::byte const>(bk.frame), std::span<float>(bk.dense_sum),
+            sparse_allgather_encoded(t_, codec, std::span<std::byte const>(bk.frame), std::span<float>(bk.dense_sum),
                                      ctx, bk.aws);
           sent = bk.aws.sent_bytes;
         } else if constexpr (!ring_exchange) {
           std::copy(bk.parts.begin(), bk.parts.end(), bk.part_views.begin());
-          scatter_reduce_allgather_encoded(t_, codec_, std::span<std::span<std::byte const> const>(bk.part_views),
+          scatter_reduce_allgather_encoded(t_, codec, std::span<std::span<std::byte const> const>(bk.part_views),
                                            std::span<float>(bk.dense_sum), ctx, bk.sws);
           sent = bk.sws.sent_bytes;
         }
@@ -1000,6 +1025,7 @@ class pipeline {
   }
 
   C codec_;
+  std::array<C, 4> codec_ring_{};
   F feedback_;
   O opt_;
   T t_;

@@ -6,7 +6,7 @@
 // Integration: call observe(bytes, seconds, now) for each completed communication of this level
 // (a collective's bytes sent by this rank and its wall time). monitor_sink adapts a monitor to the
 // pipeline's telemetry: it is a TelemetrySink (record(sample) noexcept, thread-safe) that forwards
-// the samples whose stage is "communicate".
+// the samples whose stage is "exchange".
 #pragma once
 
 #include <algorithm>
@@ -118,19 +118,23 @@ class bandwidth_monitor {
   double run_sum_ = 0;
 };
 
-/// A thread-safe telemetry sink feeding one bandwidth_monitor with the "communicate" samples of a
+/// A thread-safe telemetry sink feeding one bandwidth_monitor with the "exchange" samples of a
 /// pipeline (any sample type with `which`, `bytes` and `seconds`, whose `to_string(which)` names the
 /// stage). Times are taken from the steady clock at record().
 class monitor_sink {
  public:
   explicit monitor_sink(monitor_options o = {}) : m_(o) {}
 
+  /// Forwards exchange samples (bytes this rank sent, wall time of the collective); ignores the
+  /// other stages and the per-step reports.
   template <class Sample>
   void record(Sample const& s) noexcept {
-    if (to_string(s.which) != std::string_view("communicate")) return;
-    double const now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-    std::lock_guard lock(mu_);
-    m_.observe(s.bytes, s.seconds, now);
+    if constexpr (requires { s.which; }) {
+      if (to_string(s.which) != std::string_view("exchange")) return;
+      double const now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+      std::lock_guard lock(mu_);
+      m_.observe(s.bytes, s.seconds, now);
+    }
   }
   /// A copy of the monitor's state (thread-safe).
   [[nodiscard]] bandwidth_monitor snapshot() const {
