@@ -35,7 +35,7 @@ concept Feedback = std::regular<F> && std::derived_from<typename F::feedback_con
 
 /// A feedback policy F usable with codec C on gradients of T. encode(c, s, grad, ctx, ws, out):
 ///  - `s` is the slice of feedback_state the gradient belongs to (a tensor or a chunk of one);
-///    the refinement over DESIGN.md's sketch: the state of a whole model is one value, and a call
+///    the state of a whole model is one value, and a call
 ///    names its part, so chunked and whole-tensor calls share residuals element for element;
 ///  - applies the state's warm-up schedule to `c` for step ctx.step (one mechanism for every codec);
 ///  - validates everything, then scans for non-finite values and applies `non_finite`, all before
