@@ -112,6 +112,71 @@ typename T::request start_send(T& t, int peer, message_tag tag, std::span<std::b
   }
 }
 
+/// One send in flight at a time (the ring steps): start() after the previous one was waited for.
+/// On every exit path, a send that has not completed is settled (detail::settle_send: cancelled
+/// or waited for) before the destructor returns, so the bytes it reads may be freed afterwards.
+template <Transport T>
+class pending_send {
+ public:
+  explicit pending_send(T& t) noexcept : t_(&t) {}
+  pending_send(pending_send const&) = delete;
+  pending_send& operator=(pending_send const&) = delete;
+  ~pending_send() { settle(); }
+
+  void start(int peer, message_tag tag, std::span<std::byte const> bytes, char const* what,
+             collective_context const& ctx) {
+    settle();
+    req_ = start_send(*t_, peer, tag, bytes, what, ctx);
+    active_ = true;
+    peer_ = peer;
+  }
+  void wait(deadline d, char const* what, collective_context const& ctx) {
+    if (!active_) return;
+    wait_send(*t_, req_, peer_, d, what, ctx);
+    active_ = false;
+  }
+
+ private:
+  void settle() noexcept {
+    if (active_) settle_send(*t_, req_);
+    active_ = false;
+  }
+  T* t_;
+  typename T::request req_{};  // meaningful while active_
+  bool active_ = false;
+  int peer_ = -1;
+};
+
+/// Sends started together and waited for together; on every exit path the destructor settles
+/// those that have not completed (as pending_send), so their bytes may be freed afterwards.
+template <Transport T>
+class send_set {
+ public:
+  explicit send_set(T& t, std::size_t expected = 0) : t_(&t) { reqs_.reserve(expected); }
+  send_set(send_set const&) = delete;
+  send_set& operator=(send_set const&) = delete;
+  ~send_set() {
+    for (auto& e : reqs_) settle_send(*t_, e.req);
+  }
+
+  void start(int peer, message_tag tag, std::span<std::byte const> bytes, char const* what,
+             collective_context const& ctx) {
+    reqs_.push_back({start_send(*t_, peer, tag, bytes, what, ctx), peer});
+  }
+  void wait_all(deadline d, char const* what, collective_context const& ctx) {
+    for (auto& e : reqs_) wait_send(*t_, e.req, e.peer, d, what, ctx);
+    reqs_.clear();
+  }
+
+ private:
+  struct entry {
+    typename T::request req;
+    int peer;
+  };
+  T* t_;
+  std::vector<entry> reqs_{};
+};
+
 /// Writes a one-section frame of fp32 values.
 inline std::size_t write_dense_frame(std::vector<std::byte>& out, std::span<float const> values,
                                      wire::header const& h) {
@@ -227,10 +292,9 @@ std::size_t ring_allgather(T& t, std::vector<std::vector<std::byte>>& messages, 
   int const left = (r + world - 1) % world, right = (r + 1) % world;
   auto const w = static_cast<std::size_t>(world);
   std::size_t sent = 0;
-  std::vector<typename T::request> requests;
-  requests.reserve(w);
+  send_set<T> sends(t, w);
   auto pass_on = [&](std::size_t j) {
-    requests.push_back(start_send(t, left, tag, messages[j], what, ctx));
+    sends.start(left, tag, messages[j], what, ctx);
     sent += messages[j].size();
   };
   if (world > 1) pass_on(static_cast<std::size_t>(r));
@@ -249,7 +313,7 @@ std::size_t ring_allgather(T& t, std::vector<std::vector<std::byte>>& messages, 
     if (k + 1 < world) pass_on(origin);
     arrive(origin);
   }
-  for (auto& q : requests) wait_send(t, q, left, d, what, ctx);
+  sends.wait_all(d, what, ctx);
   return sent;
 }
 
@@ -267,21 +331,19 @@ std::size_t pairwise_exchange(T& t, message_tag tag, collective_context const& c
                               Message&& message, Buffer&& buffer, Expect&& expect, Between&& between, Use&& use) {
   int const world = t.size(), r = t.rank();
   std::size_t sent = 0;
-  std::optional<typename T::request> pending;
-  int pending_peer = -1;
+  pending_send<T> pending(t);
   for (int k = 1; k < world; ++k) {
     int const to = (r + k) % world, from = (r + world - k) % world;
-    if (pending) wait_send(t, *pending, pending_peer, d, what, ctx);
+    pending.wait(d, what, ctx);
     std::span<std::byte const> const m = message(static_cast<std::size_t>(to));
-    pending.emplace(start_send(t, to, tag, m, what, ctx));
-    pending_peer = to;
+    pending.start(to, tag, m, what, ctx);
     sent += m.size();
     between(k);
     auto const j = static_cast<std::size_t>(from);
     (void)recv_checked(t, from, tag, buffer(j), d, expect(j), what, ctx);
     use(j);
   }
-  if (pending) wait_send(t, *pending, pending_peer, d, what, ctx);
+  pending.wait(d, what, ctx);
   return sent;
 }
 

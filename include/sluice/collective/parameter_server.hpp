@@ -59,13 +59,12 @@ void parameter_server(T& t, Push const& push_codec, Pull const& pull_codec, std:
     std::size_t const b = detail::part_begin(n, ns, s);
     return std::pair{b, detail::part_begin(n, ns, s + 1) - b};
   };
-  std::vector<typename T::request> reqs;
-  reqs.reserve(w + ns);
+  detail::send_set<T> sends(t, w + ns);
   for (std::size_t s = 0; s < ns; ++s) {
     auto const [b, len] = shard(s);
     detail::encode_into(push_codec, in.subspan(b, len), detail::encode_ctx(ctx, r, 1 + s), ws.push_encode, ws.push[s]);
     if (s != ur) {
-      reqs.push_back(detail::start_send(t, static_cast<int>(s), ctx.tag, ws.push[s], what, ctx));
+      sends.start(static_cast<int>(s), ctx.tag, ws.push[s], what, ctx);
       ws.sent_bytes += ws.push[s].size();
     }
   }
@@ -87,7 +86,7 @@ void parameter_server(T& t, Push const& push_codec, Pull const& pull_codec, std:
                         ws.pull_encode, ws.pull[ur]);
     for (std::size_t j = 0; j < w; ++j)
       if (j != ur) {
-        reqs.push_back(detail::start_send(t, static_cast<int>(j), ctx.tag + 1, ws.pull[ur], what, ctx));
+        sends.start(static_cast<int>(j), ctx.tag + 1, ws.pull[ur], what, ctx);
         ws.sent_bytes += ws.pull[ur].size();
       }
   }
@@ -103,7 +102,7 @@ void parameter_server(T& t, Push const& push_codec, Pull const& pull_codec, std:
       detail::rethrow_with(e, what, ctx, r, static_cast<int>(s));
     }
   }
-  for (auto& q : reqs) detail::wait_send(t, q, -1, d, what, ctx);
+  sends.wait_all(d, what, ctx);
 }
 
 }  // namespace sluice

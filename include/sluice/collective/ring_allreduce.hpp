@@ -83,10 +83,11 @@ void ring_allreduce(T& t, std::span<float> data, collective_context const& ctx, 
                                  .extent = n,
                                  .sections = 1};
   char const* const what = "ring_allreduce";
+  detail::pending_send<T> send(t);  // ws.send is in flight until waited for, on every exit path
   // Reduce-scatter: after step s, chunk (r - s - 1) holds the sum over s + 2 ranks.
   for (int s = 0; s + 1 < world; ++s) {
     detail::write_dense_frame(ws.send, chunk(r - s), head);
-    auto req = detail::start_send(t, right, ctx.tag, ws.send, what, ctx);
+    send.start(right, ctx.tag, ws.send, what, ctx);
     auto f = detail::recv_frame(t, left, ctx.tag, ws.recv, d, expect, what, ctx);
     auto dst = chunk(r - s - 1);
     ws.scratch.resize(dst.size());
@@ -96,12 +97,12 @@ void ring_allreduce(T& t, std::span<float> data, collective_context const& ctx, 
       detail::rethrow_with(e, what, ctx, r, left);
     }
     for (std::size_t i = 0; i < dst.size(); ++i) dst[i] += ws.scratch[i];
-    detail::wait_send(t, req, right, d, what, ctx);
+    send.wait(d, what, ctx);
   }
   // Allgather: rank r owns the reduced chunk r + 1 and passes reduced chunks around the ring.
   for (int s = 0; s + 1 < world; ++s) {
     detail::write_dense_frame(ws.send, chunk(r + 1 - s), head);
-    auto req = detail::start_send(t, right, ctx.tag + 1, ws.send, what, ctx);
+    send.start(right, ctx.tag + 1, ws.send, what, ctx);
     auto f = detail::recv_frame(t, left, ctx.tag + 1, ws.recv, d, expect, what, ctx);
     auto dst = chunk(r - s);
     try {
@@ -109,7 +110,7 @@ void ring_allreduce(T& t, std::span<float> data, collective_context const& ctx, 
     } catch (error const& e) {
       detail::rethrow_with(e, what, ctx, r, left);
     }
-    detail::wait_send(t, req, right, d, what, ctx);
+    send.wait(d, what, ctx);
   }
 }
 

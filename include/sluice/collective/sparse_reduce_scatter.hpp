@@ -136,11 +136,10 @@ void sparse_reduce_scatter_core(T& t, C const& codec, std::span<float const> in,
                                    .step = ctx.step,
                                    .extent = n,
                                    .sections = 3};
-    std::vector<typename T::request> reqs;
-    reqs.reserve(w);
+    detail::send_set<T> sends(t, w);
     for (std::size_t k = 1; k < w; ++k) {  // right neighbour first
       std::size_t const j = (ur + k) % w;
-      reqs.push_back(detail::start_send(t, static_cast<int>(j), ctx.tag, cp.send[j], what, ctx));
+      sends.start(static_cast<int>(j), ctx.tag, cp.send[j], what, ctx);
       ws.sent_bytes += cp.send[j].size();
     }
     auto& own = ws.parts[ur];
@@ -164,7 +163,7 @@ void sparse_reduce_scatter_core(T& t, C const& codec, std::span<float const> in,
       ws.ag.sum.add(ws.parts[j]);
     }
     ws.ag.sum.finish(ws.reduced);
-    for (auto& q : reqs) detail::wait_send(t, q, -1, d, what, ctx);
+    sends.wait_all(d, what, ctx);
     // Allgather phase: my reduced range around the ring; everyone (me too) reads the same bytes, as
     // each range arrives (ranges are disjoint, so order is free).
     detail::write_sparse_frame(ws.recv[ur], ws.reduced.indices(), ws.reduced.values(), block, head(n));

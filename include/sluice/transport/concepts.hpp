@@ -6,6 +6,8 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <exception>
 #include <span>
 #include <thread>
 #include <utility>
@@ -69,8 +71,12 @@ concept TransportRequest = std::movable<R> && requires(R& r, deadline d) {
 /// A transport endpoint (one rank's view of a world of size() ranks).
 ///  - rank(), size(): this endpoint's rank in [0, size()).
 ///  - send(peer, tag, bytes) -> request: starts sending one message; `bytes` must stay valid and
-///    unchanged until the request completes (test() true or wait() returned). Messages from one
+///    unchanged until the request completes (test() true or wait() returned): until then the
+///    engine may read them (zmq sends large messages from them without a copy). Messages from one
 ///    sender to one receiver with one tag arrive in order. peer == rank() is allowed.
+///  - optional: cancel(request&): on return the engine no longer reads the request's bytes
+///    (the message may or may not have been delivered). detail::settle_send uses it for requests
+///    an aborted operation leaves behind.
 ///  - recv(peer, tag, buffer, deadline) -> span: receives the next message from (peer, tag) into
 ///    `buffer` (resized to the message; its capacity is kept, so a reused buffer does not
 ///    allocate) and returns the message bytes. Throws errc::timeout naming the peer when the
@@ -111,6 +117,25 @@ bool poll_until(Done&& done, deadline d) {
   }
 }
 
+/// Makes sure the engine no longer reads the bytes of `r` before they are freed, on any exit path:
+/// nothing when it has completed; otherwise the transport's cancel(r) where it has one (zmq), else
+/// a wait of up to `grace` (local and MPI requests complete on their own; an MPI send to a stalled
+/// peer that outlasts it is reported on stderr, see docs/transport.md). Never throws.
+template <class T>
+void settle_send(T& t, typename T::request& r,
+                 std::chrono::milliseconds grace = std::chrono::milliseconds(5'000)) noexcept {
+  try {
+    if (r.test()) return;
+    if constexpr (requires { t.cancel(r); }) {
+      t.cancel(r);
+    } else {
+      r.wait(deadline::after(grace));
+    }
+  } catch (std::exception const& e) {
+    std::fprintf(stderr, "sluice: rank %d: an abandoned send could not be settled: %s\n", t.rank(), e.what());
+  }
+}
+
 inline void check_peer(int peer, int size, char const* who) {
   require(peer >= 0 && peer < size, errc::invalid_argument, "{}: peer {} is outside [0, {})", who, peer, size);
 }
@@ -123,8 +148,13 @@ void dissemination_barrier(T& t, message_tag tag, deadline d, std::vector<std::b
   std::byte token{0x42};
   for (int dist = 1; dist < n; dist *= 2) {
     auto req = t.send((r + dist) % n, tag, std::span<std::byte const>(&token, 1));
-    (void)t.recv((r - dist + n) % n, tag, scratch, d);
-    req.wait(d);
+    try {
+      (void)t.recv((r - dist + n) % n, tag, scratch, d);
+      req.wait(d);
+    } catch (...) {
+      settle_send(t, req);  // `token` lives on this frame
+      throw;
+    }
   }
 }
 

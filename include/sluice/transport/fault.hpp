@@ -83,6 +83,11 @@ class faulty {
     inner_->barrier(d);
   }
 
+  /// Settles a request of this wrapper on the inner transport (detail::settle_send).
+  void cancel(request& r) {
+    if (r.sent) detail::settle_send(*inner_, r.inner);
+  }
+
   void kill() {
     killed_.store(true);
     if constexpr (requires(Inner & t) { t.kill(); }) inner_->kill();

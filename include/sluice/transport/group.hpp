@@ -43,6 +43,8 @@ class group {
     std::vector<std::byte> scratch;
     detail::dissemination_barrier(*this, barrier_tag + 1, d, scratch);
   }
+  /// Settles a request on the inner transport (detail::settle_send).
+  void cancel(request& r) { detail::settle_send(*inner_, r); }
 
  private:
   Inner* inner_;

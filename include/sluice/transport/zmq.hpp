@@ -218,10 +218,14 @@ class zmq_transport {
   using transport_concept = transport_tag;
 
   /// A send. Messages below zmq_options::zero_copy_min_bytes are copied and complete on return;
-  /// larger ones are sent from the caller's bytes and complete when ZeroMQ releases them (written
-  /// to the kernel). Must not outlive its transport's context only if it never completes.
+  /// larger ones are sent from the caller's bytes, which ZeroMQ's I/O thread reads until it
+  /// releases the message (written to the kernel, or dropped by cancel() or the transport's
+  /// destruction): only then does the request complete. Until it completes the caller must keep
+  /// the bytes alive and unchanged; a request that is given up on must be cancelled
+  /// (zmq_transport::cancel, or detail::settle_send) before the bytes are freed.
   class request {
    public:
+    friend class zmq_transport;
     request() = default;
     request(std::shared_ptr<std::atomic<bool>> done, int rank, int peer)
         : done_(std::move(done)), rank_(rank), peer_(peer) {}
@@ -274,27 +278,8 @@ class zmq_transport {
     dealers_.resize(static_cast<std::size_t>(size_));
     monitors_.resize(static_cast<std::size_t>(size_));
     lost_since_.assign(static_cast<std::size_t>(size_), {});
-    for (int p = 0; p < size_; ++p) {
-      if (p == rank_) continue;
-      auto& s = dealers_[static_cast<std::size_t>(p)];
-      s = zmq::socket_t(ctx_, zmq::socket_type::dealer);
-      std::uint32_t const id = static_cast<std::uint32_t>(rank_);
-      s.set(zmq::sockopt::routing_id, zmq::const_buffer(&id, 4));
-      s.set(zmq::sockopt::sndhwm, 0);
-      s.set(zmq::sockopt::linger, static_cast<int>(opt_.linger.count()));
-      detail::set_heartbeats(s, opt_);
-      make_client(s, p);
-      std::string const mon = fmt::format("inproc://sluice-monitor-{}-{}", static_cast<void*>(this), p);
-      require(
-          zmq_socket_monitor(s.handle(), mon.c_str(),
-                             ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
-                                 ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) == 0,
-          errc::unsupported, "zmq_transport: zmq_socket_monitor failed");
-      auto& m = monitors_[static_cast<std::size_t>(p)];
-      m = zmq::socket_t(ctx_, zmq::socket_type::pair);
-      m.connect(mon);
-      s.connect(table[static_cast<std::size_t>(p)]);
-    }
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_) open_dealer(p);
     barrier(d);
   }
 
@@ -378,7 +363,57 @@ class zmq_transport {
     detail::dissemination_barrier(*this, barrier_tag, d, scratch);
   }
 
+  /// Gives up on a send: on return ZeroMQ no longer reads its bytes, so they may be freed. A
+  /// request still in ZeroMQ's hands (a stalled or slow peer) is dropped by closing the connection
+  /// to its peer and opening a new one, which drops every message still queued for that peer
+  /// (receivers detect the loss: collectives raise errc::timeout). Throws errc::timeout only if
+  /// ZeroMQ has not released the message within zmq_options::linger after the close.
+  void cancel(request& r) {
+    if (r.test()) return;
+    {
+      std::lock_guard lock(m_);
+      if (r.test()) return;
+      auto const up = static_cast<std::size_t>(r.peer_);
+      zmq_socket_monitor(dealers_[up].handle(), nullptr, 0);
+      monitors_[up].close();
+      dealers_[up].set(zmq::sockopt::linger, 0);
+      dealers_[up].close();
+      lost_since_[up] = {};
+      open_dealer(r.peer_);
+    }
+    // The I/O thread releases the message when it tears the old connection down.
+    if (!detail::poll_until([&] { return r.test(); },
+                            deadline::after(std::max(opt_.linger, std::chrono::milliseconds(1'000)))))
+      throw_error(errc::timeout, "zmq_transport: rank {}: a cancelled send to rank {} was not released by ZeroMQ",
+                  rank_, r.peer_);
+  }
+
  private:
+  // The DEALER to peer p (routing id = this rank) and its monitor; connects at once (messages
+  // queue until the handshake is done).
+  void open_dealer(int p) {
+    auto const up = static_cast<std::size_t>(p);
+    auto& s = dealers_[up];
+    s = zmq::socket_t(ctx_, zmq::socket_type::dealer);
+    std::uint32_t const id = static_cast<std::uint32_t>(rank_);
+    s.set(zmq::sockopt::routing_id, zmq::const_buffer(&id, 4));
+    s.set(zmq::sockopt::sndhwm, 0);
+    s.set(zmq::sockopt::linger, static_cast<int>(opt_.linger.count()));
+    detail::set_heartbeats(s, opt_);
+    make_client(s, p);
+    std::string const mon =
+        fmt::format("inproc://sluice-monitor-{}-{}-{}", static_cast<void*>(this), p, monitor_generation_++);
+    require(
+        zmq_socket_monitor(s.handle(), mon.c_str(),
+                           ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) == 0,
+        errc::unsupported, "zmq_transport: zmq_socket_monitor failed");
+    auto& m = monitors_[up];
+    m = zmq::socket_t(ctx_, zmq::socket_type::pair);
+    m.connect(mon);
+    s.connect(endpoints_[up]);
+  }
+
   using queue_key = std::pair<int, std::uint32_t>;
 
   static void release_send(void*, void* hint) noexcept {
@@ -560,6 +595,7 @@ class zmq_transport {
   std::vector<std::string> endpoints_;
   std::map<queue_key, std::deque<zmq::message_t>> queues_;
   std::vector<zmq::pollitem_t> items_;
+  std::uint64_t monitor_generation_ = 0;
   std::mutex m_;
 };
 static_assert(Transport<zmq_transport>);
