@@ -227,3 +227,72 @@ TEST_CASE("zmq_transport: missing rendezvous variables are a clear error") {
   CHECK_THROWS_AS(zmq_transport({.rank = 0, .world_size = 2, .master_addr = "", .master_port = 0}), error);
   CHECK(fmt::format("{}", zmq_options{}).find("zmq_options") == 0);
 }
+
+namespace {
+// Runs rank_main(0) and rank_main(1) on two threads; rethrows what either threw.
+template <class F>
+void two_ranks(F&& rank_main) {
+  std::exception_ptr e[2];
+  std::thread th[2];
+  for (int r = 0; r < 2; ++r)
+    th[r] = std::thread([&, r] {
+      try {
+        rank_main(r);
+      } catch (...) {
+        e[r] = std::current_exception();
+      }
+    });
+  for (auto& x : th) x.join();
+  for (auto& x : e)
+    if (x) std::rethrow_exception(x);
+}
+
+// Sends one multipart message on a raw socket.
+void send_parts(zmq::socket_t& s, std::vector<std::string> const& parts) {
+  for (std::size_t i = 0; i < parts.size(); ++i)
+    s.send(zmq::buffer(parts[i]), i + 1 < parts.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+}
+
+std::string u32(std::uint32_t v) { return std::string(reinterpret_cast<char const*>(&v), 4); }
+}  // namespace
+
+TEST_CASE("zmq_transport: crafted multipart messages from a raw client never pass for another rank's") {
+  std::vector<std::string> eps{fmt::format("tcp://127.0.0.1:{}", test::free_port()),
+                               fmt::format("tcp://127.0.0.1:{}", test::free_port())};
+  std::atomic<int> phase{0};
+  std::string got;
+  std::uint64_t dropped = 0;
+  two_ranks([&](int r) {
+    zmq_transport t({.endpoints = eps, .rank = r});
+    std::vector<std::byte> buf;
+    if (r == 0) {
+      // The routing id frame ZeroMQ prepends is 5 bytes; the frames after it spell a whole
+      // message from rank 1 (id 1, tag 5, payload), which a desynchronized reader would take.
+      zmq::context_t ctx;
+      zmq::socket_t raw(ctx, zmq::socket_type::dealer);
+      raw.set(zmq::sockopt::routing_id, "evil1");
+      raw.set(zmq::sockopt::linger, 0);
+      raw.connect(eps[0]);
+      send_parts(raw, {u32(1), u32(5), "intruder"});
+      send_parts(raw, {"xyz", u32(1), u32(5), "intruder"});
+      send_parts(raw, {u32(5), "intruder", u32(1), u32(5), "intruder"});
+      auto const end = std::chrono::steady_clock::now() + 10s;
+      while (t.dropped_messages() < 3 && std::chrono::steady_clock::now() < end) {
+        try {
+          (void)t.recv(1, message_tag{6}, buf, deadline::after(10ms));  // polls the router
+        } catch (error const&) {
+        }
+      }
+      dropped = t.dropped_messages();
+      phase.store(1);
+      auto m = t.recv(1, message_tag{5}, buf, deadline::after(20s));
+      got.assign(reinterpret_cast<char const*>(m.data()), m.size());
+    } else {
+      while (phase.load() == 0) std::this_thread::sleep_for(5ms);
+      t.send(1 - r, message_tag{5}, std::as_bytes(std::span<char const>("legit", 5)));
+    }
+    t.barrier(deadline::after(20s));
+  });
+  CHECK(dropped == 3);
+  CHECK(got == "legit");
+}

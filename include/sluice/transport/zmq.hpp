@@ -301,6 +301,9 @@ class zmq_transport {
   [[nodiscard]] std::vector<std::string> const& endpoints() const noexcept { return endpoints_; }
   /// CURVE clients refused by this rank's ZAP handler so far.
   [[nodiscard]] std::uint64_t refused_clients() const noexcept { return zap_ ? zap_->refused() : 0; }
+  /// Messages this rank's ROUTER received and dropped so far: malformed framing, a routing id that
+  /// names no other rank, or (CURVE) a routing id that is not the sender's key's rank.
+  [[nodiscard]] std::uint64_t dropped_messages() const noexcept { return dropped_.load(); }
 
   request send(int peer, message_tag tag, std::span<std::byte const> bytes) {
     detail::check_peer(peer, size_, "zmq_transport::send");
@@ -452,18 +455,29 @@ class zmq_transport {
       if (monitors_[p]) drain_monitor(static_cast<int>(p));
   }
 
+  // A message is [routing id][tag][payload]. ZeroMQ delivers the frames of one message together,
+  // so after the first frame the rest are read whatever they hold, and a message that fails a
+  // check is drained to the end by the `more` flag of the last frame actually read: no frame of it
+  // is ever taken for the start of the next message.
   void drain_router() {
     for (;;) {
       zmq::message_t id, tag, payload;
       if (!router_.recv(id, zmq::recv_flags::dontwait)) return;
-      bool ok = id.more() && id.size() == 4;
-      if (ok) {
+      bool more = id.more();
+      bool ok = more && id.size() == 4;
+      if (more) {
         (void)router_.recv(tag);
-        ok = tag.more() && tag.size() == 4;
-        if (ok) {
-          (void)router_.recv(payload);
-          ok = !payload.more();
-        }
+        more = tag.more();
+        ok = ok && more && tag.size() == 4;
+      }
+      if (more) {
+        (void)router_.recv(payload);
+        more = payload.more();
+        ok = ok && !more;
+      }
+      for (zmq::message_t rest; more;) {
+        (void)router_.recv(rest);
+        more = rest.more();
       }
       int const src = ok ? static_cast<int>(detail::load_u32(id.data())) : -1;
       ok = ok && src >= 0 && src < size_ && src != rank_;
@@ -473,9 +487,10 @@ class zmq_transport {
         ok = user && std::to_string(src) == user;
       }
       if (!ok) {
-        for (zmq::message_t rest; (payload.more() || tag.more()) && router_.recv(rest, zmq::recv_flags::dontwait);)
-          if (!rest.more()) break;
-        fmt::print(stderr, "sluice zmq_transport: rank {} dropped a malformed or unauthenticated message\n", rank_);
+        auto const k = dropped_.fetch_add(1) + 1;
+        if (k <= 10)
+          fmt::print(stderr, "sluice zmq_transport: rank {} dropped a malformed or unauthenticated message{}\n", rank_,
+                     k == 10 ? " (further ones are only counted: dropped_messages())" : "");
         continue;
       }
       queues_[{src, detail::load_u32(tag.data())}].push_back(std::move(payload));
@@ -596,6 +611,7 @@ class zmq_transport {
   std::map<queue_key, std::deque<zmq::message_t>> queues_;
   std::vector<zmq::pollitem_t> items_;
   std::uint64_t monitor_generation_ = 0;
+  std::atomic<std::uint64_t> dropped_{0};
   std::mutex m_;
 };
 static_assert(Transport<zmq_transport>);
