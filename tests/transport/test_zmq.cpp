@@ -296,3 +296,45 @@ TEST_CASE("zmq_transport: crafted multipart messages from a raw client never pas
   CHECK(dropped == 3);
   CHECK(got == "legit");
 }
+
+TEST_CASE("zmq_transport: a frame above max_message_bytes is refused before it is read; the rank stays healthy") {
+  std::vector<std::string> eps{fmt::format("tcp://127.0.0.1:{}", test::free_port()),
+                               fmt::format("tcp://127.0.0.1:{}", test::free_port())};
+  std::string small;
+  bool big_arrived = true, send_refused = false;
+  two_ranks([&](int r) {
+    // Rank 0 accepts frames up to 1 MiB; rank 1 sends without a limit, as a client that ignores
+    // the job's bound (or an intruder) would.
+    zmq_transport t(
+        {.endpoints = eps, .rank = r, .peer_lost_grace = 5s, .max_message_bytes = r == 0 ? std::size_t{1} << 20 : 0});
+    std::vector<std::byte> buf;
+    if (r == 1) {
+      std::vector<std::byte> big(std::size_t{8} << 20, std::byte{7});
+      t.send(0, message_tag{5}, big).wait(deadline::after(20s));
+      t.send(0, message_tag{6}, std::as_bytes(std::span<char const>("small", 5))).wait(deadline::after(20s));
+      (void)t.recv(0, message_tag{7}, buf, deadline::after(20s));
+      std::this_thread::sleep_for(300ms);  // the dropped connection is re-established meanwhile
+    } else {
+      auto m = t.recv(1, message_tag{6}, buf, deadline::after(20s));
+      small.assign(reinterpret_cast<char const*>(m.data()), m.size());
+      // Messages from one rank on one connection arrive in order: had the 8 MiB frame been
+      // accepted, it would be queued by now.
+      try {
+        (void)t.recv(1, message_tag{5}, buf, deadline::after(0ms));
+      } catch (error const& e) {
+        big_arrived = e.kind() != errc::timeout;
+      }
+      std::vector<std::byte> too_big((std::size_t{1} << 20) + 1);
+      try {
+        t.send(1, message_tag{8}, too_big);
+      } catch (error const& e) {
+        send_refused = e.kind() == errc::invalid_argument;
+      }
+      t.send(1, message_tag{7}, std::as_bytes(std::span<char const>("go", 2)));
+    }
+    t.barrier(deadline::after(20s));
+  });
+  CHECK(small == "small");
+  CHECK(!big_arrived);
+  CHECK(send_refused);
+}

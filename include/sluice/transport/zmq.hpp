@@ -61,6 +61,15 @@ struct zmq_options {
   bool curve = false;                                   ///< encrypt and authenticate with CurveZMQ
   zmq_curve_options keys{};                             ///< used when curve is true
   std::size_t zero_copy_min_bytes = 64 * 1024;          ///< larger messages are sent without a copy (see request)
+  /// The largest message a rank sends or accepts (ZMQ_MAXMSGSIZE on its ROUTER): a peer's larger
+  /// frame, even one merely declared by an unauthenticated client, drops that connection before
+  /// any memory is set aside for it; a larger send is errc::invalid_argument. Set it to the
+  /// largest message the job produces (docs/transport.md); 0: no limit.
+  std::size_t max_message_bytes = std::size_t{256} << 20;
+  /// Messages ZeroMQ queues per incoming connection before it stops reading that socket
+  /// (ZMQ_RCVHWM); the transport moves them to its own per-tag queues whenever it is called, so
+  /// this bounds what a peer can park in ZeroMQ, not what a collective may have in flight.
+  int receive_queue_messages = 64;
   friend bool operator==(zmq_options const&, zmq_options const&) = default;
 };
 
@@ -113,6 +122,9 @@ inline void set_heartbeats(zmq::socket_t& s, zmq_options const& o) {
   s.set(zmq::sockopt::heartbeat_timeout, static_cast<int>(o.heartbeat_timeout.count()));
   s.set(zmq::sockopt::heartbeat_ttl, static_cast<int>(o.heartbeat_timeout.count()));
 }
+
+/// ZMQ_MAXMSGSIZE of sockets that carry only control traffic (DEALERs, rendezvous).
+inline constexpr std::int64_t zmq_control_max_bytes = std::int64_t{1} << 20;
 
 inline std::uint32_t load_u32(void const* p) {
   std::uint32_t v;
@@ -262,8 +274,12 @@ class zmq_transport {
               opt_.keys.public_key_file, rank_ + 1, opt_.keys.authorized_keys_file);
       zap_ = std::make_unique<detail::zap_handler>(ctx_, keys_, rank_, opt_.keys.authorized_keys_file);
     }
+    require(opt_.receive_queue_messages >= 1, errc::invalid_argument,
+            "zmq_transport: receive_queue_messages {} must be >= 1", opt_.receive_queue_messages);
     router_ = zmq::socket_t(ctx_, zmq::socket_type::router);
-    router_.set(zmq::sockopt::rcvhwm, 0);
+    router_.set(zmq::sockopt::rcvhwm, opt_.receive_queue_messages);
+    router_.set(zmq::sockopt::maxmsgsize,
+                opt_.max_message_bytes == 0 ? std::int64_t{-1} : static_cast<std::int64_t>(opt_.max_message_bytes));
     router_.set(zmq::sockopt::linger, 0);
     detail::set_heartbeats(router_, opt_);
     make_server(router_);
@@ -313,9 +329,13 @@ class zmq_transport {
       queues_[{peer, t}].emplace_back(bytes.data(), bytes.size());
       return {};
     }
+    require(opt_.max_message_bytes == 0 || bytes.size() <= opt_.max_message_bytes, errc::invalid_argument,
+            "zmq_transport: rank {}: a message of {} bytes for rank {} exceeds zmq_options::max_message_bytes = {}; "
+            "raise it (on every rank) to the largest message the job sends",
+            rank_, bytes.size(), peer, opt_.max_message_bytes);
     poll_events(std::chrono::milliseconds(0));
-    require(!is_lost(peer), errc::peer_lost, "zmq_transport: rank {} sending to rank {} (tag {}): peer lost", rank_,
-            peer, t);
+    require(!lost_for_good(peer), errc::peer_lost, "zmq_transport: rank {} sending to rank {} (tag {}): peer lost",
+            rank_, peer, t);
     auto& s = dealers_[static_cast<std::size_t>(peer)];
     std::shared_ptr<std::atomic<bool>> done;
     zmq::message_t body;
@@ -348,8 +368,7 @@ class zmq_transport {
           it->second.pop_front();
           return buffer;
         }
-        if (peer != rank_ && is_lost(peer) &&
-            transport_clock::now() - lost_since_[static_cast<std::size_t>(peer)] >= opt_.peer_lost_grace)
+        if (peer != rank_ && lost_for_good(peer))
           throw_error(errc::peer_lost, "zmq_transport: rank {} waiting for rank {} (tag {}): peer lost (disconnected)",
                       rank_, peer, t);
         if (d.expired())
@@ -401,6 +420,9 @@ class zmq_transport {
     std::uint32_t const id = static_cast<std::uint32_t>(rank_);
     s.set(zmq::sockopt::routing_id, zmq::const_buffer(&id, 4));
     s.set(zmq::sockopt::sndhwm, 0);
+    // A DEALER here only sends: what comes back is ZMTP commands (handshake, heartbeats).
+    s.set(zmq::sockopt::rcvhwm, 1);
+    s.set(zmq::sockopt::maxmsgsize, detail::zmq_control_max_bytes);
     s.set(zmq::sockopt::linger, static_cast<int>(opt_.linger.count()));
     detail::set_heartbeats(s, opt_);
     make_client(s, p);
@@ -440,6 +462,11 @@ class zmq_transport {
 
   [[nodiscard]] bool is_lost(int p) const {
     return lost_since_[static_cast<std::size_t>(p)] != transport_clock::time_point{};
+  }
+  // Disconnected for longer than peer_lost_grace: ZeroMQ reconnects within it after a dropped
+  // connection (cancel(), a refused oversized frame), and messages sent meanwhile are queued.
+  [[nodiscard]] bool lost_for_good(int p) const {
+    return is_lost(p) && transport_clock::now() - lost_since_[static_cast<std::size_t>(p)] >= opt_.peer_lost_grace;
   }
 
   // Drains the router and the monitors; waits up to `wait` for the first event.
@@ -557,6 +584,7 @@ class zmq_transport {
     if (rank_ == 0) {
       zmq::socket_t srv(ctx_, zmq::socket_type::router);
       srv.set(zmq::sockopt::linger, static_cast<int>(opt_.linger.count()));
+      srv.set(zmq::sockopt::maxmsgsize, detail::zmq_control_max_bytes);
       make_server(srv);
       srv.bind(master_ep);
       std::vector<zmq::message_t> ids;
@@ -580,6 +608,7 @@ class zmq_transport {
     } else {
       zmq::socket_t cli(ctx_, zmq::socket_type::dealer);
       cli.set(zmq::sockopt::linger, 0);
+      cli.set(zmq::sockopt::maxmsgsize, detail::zmq_control_max_bytes);
       make_client(cli, 0);
       cli.connect(master_ep);
       std::uint32_t const r = static_cast<std::uint32_t>(rank_);
