@@ -27,9 +27,10 @@ struct sra_workspace {
   std::size_t sent_bytes = 0;  ///< bytes this rank sent in the last call
 };
 
-/// Bytes one rank sends when an encoded chunk of n/N elements takes `chunk_bytes`: 2 (N-1) chunks.
+/// Bytes one rank sends when an encoded chunk of n/N elements takes `chunk_bytes`: 2 (N-1) chunks,
+/// each with its message identity.
 constexpr std::size_t scatter_reduce_allgather_bytes(std::size_t chunk_bytes, int world) noexcept {
-  return world <= 1 ? 0 : 2 * static_cast<std::size_t>(world - 1) * chunk_bytes;
+  return world <= 1 ? 0 : 2 * static_cast<std::size_t>(world - 1) * (chunk_bytes + detail::message_id_bytes);
 }
 
 /// Sums `in` over ranks into `out` through two encodings per element (the owner of chunk j adds its
@@ -63,13 +64,14 @@ void scatter_reduce_allgather(T& t, C const& codec, std::span<float const> in, s
   wire::expectation const expect1{.tensor = ctx.tensor, .step = ctx.step, .extent = my_len};
   auto encode_for = [&](std::size_t j) {
     auto const [b, len] = range(j);
-    detail::encode_into(codec, in.subspan(b, len), detail::encode_ctx(ctx, r, 1 + j), ws.encode,
-                        j == ur ? ws.recv[ur] : ws.send[j]);
+    auto& msg = j == ur ? ws.recv[ur] : ws.send[j];
+    detail::encode_into(codec, in.subspan(b, len), detail::encode_ctx(ctx, r, 1 + j), ws.encode, msg);
+    detail::stamp(msg, {static_cast<std::uint32_t>(r), 0});
   };
   auto add = [&](std::size_t j) {
     try {
-      codec.decode_add(std::span<std::byte const>(ws.recv[j]), detail::encode_ctx(ctx, static_cast<int>(j), 1 + ur),
-                       ws.decode, std::span<float>(ws.acc));
+      codec.decode_add(detail::frame_of(ws.recv[j]), detail::encode_ctx(ctx, static_cast<int>(j), 1 + ur), ws.decode,
+                       std::span<float>(ws.acc));
     } catch (error const& e) {
       detail::rethrow_with(e, what, ctx, r, static_cast<int>(j));
     }
@@ -94,7 +96,7 @@ void scatter_reduce_allgather(T& t, C const& codec, std::span<float const> in, s
   // Phase 3: allgather the final chunks around the ring; everyone decodes the same bytes, my own
   // chunk first, each other chunk as soon as it is in (chunks are disjoint, so order is free).
   ws.sent_bytes += detail::ring_allgather(
-      t, ws.final, ws.arrived, ctx.tag + 1, false, ctx, d, what,
+      t, ws.final, ws.arrived, ctx.tag + 1, 0, false, ctx, d, what,
       [&](std::size_t j) {
         return wire::expectation{.tensor = ctx.tensor, .step = ctx.step, .extent = range(j).second};
       },
@@ -102,7 +104,7 @@ void scatter_reduce_allgather(T& t, C const& codec, std::span<float const> in, s
       [&](std::size_t j) {
         auto const [b, len] = range(j);
         try {
-          codec.decode(std::span<std::byte const>(ws.final[j]), detail::encode_ctx(ctx, static_cast<int>(j), 1 + w + j),
+          codec.decode(detail::frame_of(ws.final[j]), detail::encode_ctx(ctx, static_cast<int>(j), 1 + w + j),
                        ws.decode, out.subspan(b, len));
         } catch (error const& e) {
           detail::rethrow_with(e, what, ctx, r, static_cast<int>(j));

@@ -2,11 +2,13 @@
 // deadline. Engines (local threads, Open MPI, ZeroMQ) model it; collectives are written against it.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <span>
 #include <thread>
@@ -82,6 +84,9 @@ concept TransportRequest = std::movable<R> && requires(R& r, deadline d) {
 ///    allocate) and returns the message bytes. Throws errc::timeout naming the peer when the
 ///    deadline passes, errc::peer_lost when the engine knows the peer is gone.
 ///  - barrier(deadline): returns when every rank has entered it; same errors as recv.
+///  - optional: enter_barrier() -> std::uint64_t: counts a barrier this endpoint enters and returns
+///    its number (0, 1, ...); transports whose barrier is detail::dissemination_barrier have it, so
+///    that a wrapper (faulty) can run the same barrier over its own sends.
 template <class T>
 concept Transport = std::derived_from<typename T::transport_concept, transport_tag> &&
     TransportRequest<typename T::request> && requires(T& t, int peer, message_tag tag, std::span<std::byte const> bytes,
@@ -141,15 +146,24 @@ inline void check_peer(int peer, int size, char const* who) {
 }
 
 /// A dissemination barrier over point-to-point messages (Hensgen, Finkel & Manber 1988): ceil(log2 N)
-/// rounds, each rank sending to rank + 2^k and receiving from rank - 2^k.
+/// rounds, each rank sending to rank + 2^k and receiving from rank - 2^k. Each token names its
+/// barrier (`epoch`: how many barriers this endpoint entered before, equal on all ranks) and its
+/// round; any other token (a duplicate, a stale one of an earlier barrier) is discarded, so a
+/// lost token is a timeout and a duplicated one never lets a later barrier pass early.
 template <class T>
-void dissemination_barrier(T& t, message_tag tag, deadline d, std::vector<std::byte>& scratch) {
+void dissemination_barrier(T& t, message_tag tag, deadline d, std::vector<std::byte>& scratch, std::uint64_t epoch) {
   int const n = t.size(), r = t.rank();
-  std::byte token{0x42};
-  for (int dist = 1; dist < n; dist *= 2) {
-    auto req = t.send((r + dist) % n, tag, std::span<std::byte const>(&token, 1));
+  std::uint32_t round = 0;
+  for (int dist = 1; dist < n; dist *= 2, ++round) {
+    std::array<std::byte, 16> token{};
+    std::memcpy(token.data(), &epoch, 8);
+    std::memcpy(token.data() + 8, &round, 4);
+    auto req = t.send((r + dist) % n, tag, std::span<std::byte const>(token));
     try {
-      (void)t.recv((r - dist + n) % n, tag, scratch, d);
+      for (;;) {
+        auto const m = t.recv((r - dist + n) % n, tag, scratch, d);
+        if (m.size() == token.size() && std::memcmp(m.data(), token.data(), token.size()) == 0) break;
+      }
       req.wait(d);
     } catch (...) {
       settle_send(t, req);  // `token` lives on this frame

@@ -382,8 +382,10 @@ class zmq_transport {
 
   void barrier(deadline d) {
     std::vector<std::byte> scratch;
-    detail::dissemination_barrier(*this, barrier_tag, d, scratch);
+    detail::dissemination_barrier(*this, barrier_tag, d, scratch, enter_barrier());
   }
+  /// Counts a barrier this endpoint enters; returns its number (0, 1, ...). See Transport.
+  std::uint64_t enter_barrier() noexcept { return barriers_.fetch_add(1); }
 
   /// Gives up on a send: on return ZeroMQ no longer reads its bytes, so they may be freed. A
   /// request still in ZeroMQ's hands (a stalled or slow peer) is dropped by closing the connection
@@ -641,6 +643,7 @@ class zmq_transport {
   std::vector<zmq::pollitem_t> items_;
   std::uint64_t monitor_generation_ = 0;
   std::atomic<std::uint64_t> dropped_{0};
+  std::atomic<std::uint64_t> barriers_{0};
   std::mutex m_;
 };
 static_assert(Transport<zmq_transport>);
