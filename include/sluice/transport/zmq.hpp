@@ -391,7 +391,7 @@ class zmq_transport {
   /// request still in ZeroMQ's hands (a stalled or slow peer) is dropped by closing the connection
   /// to its peer and opening a new one, which drops every message still queued for that peer
   /// (receivers detect the loss: collectives raise errc::timeout). Throws errc::timeout only if
-  /// ZeroMQ has not released the message within zmq_options::linger after the close.
+  /// ZeroMQ has not released the message within max(zmq_options::linger, 1 s) after the close.
   void cancel(request& r) {
     if (r.test()) return;
     {
