@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <optional>
 #include <string>
 
 #include <sluice/collective/all.hpp>
@@ -66,7 +67,7 @@ TEST_CASE("ring_allreduce byte model matches the bytes a rank sends") {
     std::size_t const model = ring_allreduce_bytes(n, w);
     double const ideal = 2.0 * (w - 1) / w * 4.0 * n;
     CHECK(static_cast<double>(model) >= ideal);
-    CHECK(static_cast<double>(model) <= ideal + 2.0 * (w - 1) * (wire::header_bytes + 8));
+    CHECK(static_cast<double>(model) <= ideal + 2.0 * (w - 1) * (wire::header_bytes + 8 + detail::message_id_bytes));
   }
   CHECK(ring_allreduce_bytes(100, 1) == 0);
 }
@@ -194,6 +195,7 @@ TEST_CASE("pairwise exchange: every rank gets each peer's own message, from r-1,
       for (std::size_t j = 0; j < w; ++j) {
         float const v[2] = {static_cast<float>(r), static_cast<float>(j)};  // from r, for j
         detail::write_dense_frame(send[j], v, h);
+        detail::stamp(send[j], {static_cast<std::uint32_t>(r), 0});
       }
       std::vector<int> steps;
       auto& got = order[r];
@@ -205,7 +207,7 @@ TEST_CASE("pairwise exchange: every rank gets each peer's own message, from r-1,
           [&](int k) { steps.push_back(k); },
           [&](std::size_t j) {
             float v[2] = {};
-            wire::read_array(wire::parse(recv[j], {.tensor = 4, .step = 3, .extent = 2}).section(0),
+            wire::read_array(wire::parse(detail::frame_of(recv[j]), {.tensor = 4, .step = 3, .extent = 2}).section(0),
                              std::span<float>(v), "test");
             REQUIRE(v[0] == static_cast<float>(j));  // from j
             REQUIRE(v[1] == static_cast<float>(r));  // meant for me
@@ -221,5 +223,46 @@ TEST_CASE("pairwise exchange: every rank gets each peer's own message, from r-1,
       REQUIRE(got.size() == static_cast<std::size_t>(n - 1));
       for (int k = 1; k < n; ++k) CHECK(got[static_cast<std::size_t>(k - 1)] == (r - k + n) % n);
     }
+  }
+}
+
+TEST_CASE(
+    "fault: a dropped or duplicated message -> every rank ends with the correct bits or raises, never a "
+    "silent disagreement") {
+  int const world = 4;
+  std::size_t const n = 1000;  // two chunks in the chunked variants
+  for (auto a : test::all_algos()) {
+    std::string const algo_name = test::name(a);
+    CAPTURE(algo_name);
+    for (bool duplicate : {false, true})
+      for (int faulty_rank : {0, 1})
+        for (std::int64_t k : {0, 1, 3}) {
+          CAPTURE(duplicate);
+          CAPTURE(faulty_rank);
+          CAPTURE(k);
+          // A duplicate is absorbed, so every rank must finish: a generous deadline. A drop ends in
+          // a timeout somewhere: a short one.
+          collective_context const ctx{.step = 2, .tensor = 6, .timeout = duplicate ? 20s : 300ms};
+          fault_plan plan{};
+          (duplicate ? plan.duplicate_send : plan.drop_send) = k;
+          auto const ref = test::reference_sum(world, n, ctx.step);
+          std::vector<std::vector<float>> out(static_cast<std::size_t>(world));
+          auto res = run_with_fault(world, faulty_rank, plan, [&](auto& t) {
+            out[static_cast<std::size_t>(t.rank())] = test::run(t, a, n, ctx);
+          });
+          std::optional<std::uint64_t> bits;
+          for (std::size_t r = 0; r < res.size(); ++r) {
+            CAPTURE(r);
+            if (res[r].threw) {
+              CHECK_MESSAGE(!duplicate, res[r].what);
+              CHECK_MESSAGE(res[r].kind == errc::timeout, res[r].what);
+              continue;
+            }
+            CHECK(test::matches(a, out[r], ref, world));
+            auto const h = test::hash_of(out[r]);
+            if (bits) CHECK(*bits == h);  // every rank that finished holds the same bits
+            bits = h;
+          }
+        }
   }
 }

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <thread>
 
 #include <sluice/transport/all.hpp>
 
@@ -117,6 +118,14 @@ TEST_CASE("faulty: drop, corrupt, delay, kill") {
     CHECK(int_of(eps[1].recv(0, message_tag{0}, buf, deadline::after(1s))) == 1);
     CHECK(int_of(eps[1].recv(0, message_tag{0}, buf, deadline::after(1s))) == 3);
   }
+  SUBCASE("duplicate") {
+    faulty f(eps[0], {.duplicate_send = 1});
+    f.send(1, message_tag{0}, bytes_of(a));
+    f.send(1, message_tag{0}, bytes_of(b)).wait(deadline::after(1s));
+    CHECK(int_of(eps[1].recv(0, message_tag{0}, buf, deadline::after(1s))) == 1);
+    CHECK(int_of(eps[1].recv(0, message_tag{0}, buf, deadline::after(1s))) == 2);
+    CHECK(int_of(eps[1].recv(0, message_tag{0}, buf, deadline::after(1s))) == 2);
+  }
   SUBCASE("corrupt") {
     faulty f(eps[0], {.corrupt_send = 0, .corrupt_offset = 1});
     f.send(1, message_tag{0}, bytes_of(a)).wait(deadline::after(1s));
@@ -159,4 +168,54 @@ TEST_CASE("group: a sub-world renumbers ranks and runs a barrier") {
     CHECK(int_of(g.recv((g.rank() + 2) % 3, message_tag{9}, buf, deadline::after(10s))) == (g.rank() + 2) % 3);
   });
   test::rethrow_first(errors);
+}
+
+TEST_CASE(
+    "faulty: barrier tokens go through the fault plan; a lost one is a timeout, a duplicate passes no barrier early") {
+  for (int world : {2, 3, 5}) {
+    CAPTURE(world);
+    SUBCASE("drop") {
+      // Rank 1's first token never arrives: the barrier cannot complete everywhere.
+      auto errors = test::run_local(world, [](local_transport& t) {
+        if (t.rank() == 1) {
+          faulty f(t, {.drop_send = 0});
+          f.barrier(deadline::after(300ms));
+        } else {
+          t.barrier(deadline::after(300ms));
+        }
+      });
+      int timeouts = 0;
+      for (auto const& e : errors) timeouts += e && kind_of(e) == errc::timeout ? 1 : 0;
+      CHECK(timeouts >= 1);
+      for (auto const& e : errors)
+        if (e) CHECK(kind_of(e) == errc::timeout);
+    }
+    SUBCASE("duplicate") {
+      // Three barriers; rank 1 (the faulty one) enters each late and duplicates one of its tokens.
+      // A stale token taken for a later barrier's would let a rank leave it before rank 1 entered.
+      for (std::int64_t k : {0, 1, 2, 3}) {
+        CAPTURE(k);
+        std::atomic<int> entered[3] = {0, 0, 0};
+        std::atomic<int> early{0};
+        auto errors = test::run_local(world, [&](local_transport& t) {
+          auto round = [&](auto& tr) {
+            for (int b = 0; b < 3; ++b) {
+              if (t.rank() == 1) std::this_thread::sleep_for(20ms);
+              entered[b].fetch_add(1);
+              tr.barrier(deadline::after(10s));
+              if (entered[b].load() != world) early.fetch_add(1);
+            }
+          };
+          if (t.rank() == 1) {
+            faulty f(t, {.duplicate_send = k});
+            round(f);
+          } else {
+            round(t);
+          }
+        });
+        test::rethrow_first(errors);
+        CHECK(early.load() == 0);
+      }
+    }
+  }
 }

@@ -227,3 +227,114 @@ TEST_CASE("zmq_transport: missing rendezvous variables are a clear error") {
   CHECK_THROWS_AS(zmq_transport({.rank = 0, .world_size = 2, .master_addr = "", .master_port = 0}), error);
   CHECK(fmt::format("{}", zmq_options{}).find("zmq_options") == 0);
 }
+
+namespace {
+// Runs rank_main(0) and rank_main(1) on two threads; rethrows what either threw.
+template <class F>
+void two_ranks(F&& rank_main) {
+  std::exception_ptr e[2];
+  std::thread th[2];
+  for (int r = 0; r < 2; ++r)
+    th[r] = std::thread([&, r] {
+      try {
+        rank_main(r);
+      } catch (...) {
+        e[r] = std::current_exception();
+      }
+    });
+  for (auto& x : th) x.join();
+  for (auto& x : e)
+    if (x) std::rethrow_exception(x);
+}
+
+// Sends one multipart message on a raw socket.
+void send_parts(zmq::socket_t& s, std::vector<std::string> const& parts) {
+  for (std::size_t i = 0; i < parts.size(); ++i)
+    s.send(zmq::buffer(parts[i]), i + 1 < parts.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+}
+
+std::string u32(std::uint32_t v) { return std::string(reinterpret_cast<char const*>(&v), 4); }
+}  // namespace
+
+TEST_CASE("zmq_transport: crafted multipart messages from a raw client never pass for another rank's") {
+  std::vector<std::string> eps{fmt::format("tcp://127.0.0.1:{}", test::free_port()),
+                               fmt::format("tcp://127.0.0.1:{}", test::free_port())};
+  std::atomic<int> phase{0};
+  std::string got;
+  std::uint64_t dropped = 0;
+  two_ranks([&](int r) {
+    zmq_transport t({.endpoints = eps, .rank = r});
+    std::vector<std::byte> buf;
+    if (r == 0) {
+      // The routing id frame ZeroMQ prepends is 5 bytes; the frames after it spell a whole
+      // message from rank 1 (id 1, tag 5, payload), which a desynchronized reader would take.
+      zmq::context_t ctx;
+      zmq::socket_t raw(ctx, zmq::socket_type::dealer);
+      raw.set(zmq::sockopt::routing_id, "evil1");
+      raw.set(zmq::sockopt::linger, 0);
+      raw.connect(eps[0]);
+      send_parts(raw, {u32(1), u32(5), "intruder"});
+      send_parts(raw, {"xyz", u32(1), u32(5), "intruder"});
+      send_parts(raw, {u32(5), "intruder", u32(1), u32(5), "intruder"});
+      auto const end = std::chrono::steady_clock::now() + 10s;
+      while (t.dropped_messages() < 3 && std::chrono::steady_clock::now() < end) {
+        try {
+          (void)t.recv(1, message_tag{6}, buf, deadline::after(10ms));  // polls the router
+        } catch (error const&) {
+        }
+      }
+      dropped = t.dropped_messages();
+      phase.store(1);
+      auto m = t.recv(1, message_tag{5}, buf, deadline::after(20s));
+      got.assign(reinterpret_cast<char const*>(m.data()), m.size());
+    } else {
+      while (phase.load() == 0) std::this_thread::sleep_for(5ms);
+      t.send(1 - r, message_tag{5}, std::as_bytes(std::span<char const>("legit", 5)));
+    }
+    t.barrier(deadline::after(20s));
+  });
+  CHECK(dropped == 3);
+  CHECK(got == "legit");
+}
+
+TEST_CASE("zmq_transport: a frame above max_message_bytes is refused before it is read; the rank stays healthy") {
+  std::vector<std::string> eps{fmt::format("tcp://127.0.0.1:{}", test::free_port()),
+                               fmt::format("tcp://127.0.0.1:{}", test::free_port())};
+  std::string small;
+  bool big_arrived = true, send_refused = false;
+  two_ranks([&](int r) {
+    // Rank 0 accepts frames up to 1 MiB; rank 1 sends without a limit, as a client that ignores
+    // the job's bound (or an intruder) would.
+    zmq_transport t(
+        {.endpoints = eps, .rank = r, .peer_lost_grace = 5s, .max_message_bytes = r == 0 ? std::size_t{1} << 20 : 0});
+    std::vector<std::byte> buf;
+    if (r == 1) {
+      std::vector<std::byte> big(std::size_t{8} << 20, std::byte{7});
+      t.send(0, message_tag{5}, big).wait(deadline::after(20s));
+      t.send(0, message_tag{6}, std::as_bytes(std::span<char const>("small", 5))).wait(deadline::after(20s));
+      (void)t.recv(0, message_tag{7}, buf, deadline::after(20s));
+      std::this_thread::sleep_for(300ms);  // the dropped connection is re-established meanwhile
+    } else {
+      auto m = t.recv(1, message_tag{6}, buf, deadline::after(20s));
+      small.assign(reinterpret_cast<char const*>(m.data()), m.size());
+      // Messages from one rank on one connection arrive in order: had the 8 MiB frame been
+      // accepted, it would be queued by now.
+      try {
+        (void)t.recv(1, message_tag{5}, buf, deadline::after(0ms));
+      } catch (error const& e) {
+        big_arrived = e.kind() != errc::timeout;
+      }
+      std::vector<std::byte> too_big((std::size_t{1} << 20) + 1);
+      try {
+        t.send(1, message_tag{8}, too_big);
+      } catch (error const& e) {
+        send_refused = e.kind() == errc::invalid_argument;
+      }
+      t.send(1, message_tag{7}, std::as_bytes(std::span<char const>("go", 2)));
+    }
+    t.barrier(deadline::after(20s));
+  });
+  CHECK(small == "small");
+  CHECK(!big_arrived);
+  CHECK(send_refused);
+}

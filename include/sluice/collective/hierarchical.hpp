@@ -61,22 +61,25 @@ void hierarchical_allreduce(T& t, Local const& local_codec, Global const& global
                                        .sections = 1};
   if (r != leader) {
     detail::encode_into(local_codec, in, detail::encode_ctx(ctx, r), ws.local_encode, ws.send);
-    auto req = detail::start_send(t, leader, ctx.tag, ws.send, what, ctx);
-    auto f = detail::recv_frame(t, leader, ctx.tag + 1, ws.recv, d, dense_expect, what, ctx);
+    detail::stamp(ws.send, {static_cast<std::uint32_t>(r), 0});
+    detail::pending_send<T> send(t);
+    send.start(leader, ctx.tag, ws.send, what, ctx);
+    auto f = detail::recv_frame(t, leader, ctx.tag + 1, ws.recv, d, {static_cast<std::uint32_t>(leader), 0},
+                                dense_expect, what, ctx);
     try {
       wire::read_array(f.section(0), out, "hierarchical result");
     } catch (error const& e) {
       detail::rethrow_with(e, what, ctx, r, leader);
     }
-    detail::wait_send(t, req, leader, d, what, ctx);
+    send.wait(d, what, ctx);
     return;
   }
   // Leader: own gradient unencoded, then members in rank order.
   ws.acc.assign(in.begin(), in.end());
   for (int m = leader + 1; m < group_end; ++m) {
+    auto const msg = detail::recv_message(t, m, ctx.tag, ws.recv, d, {static_cast<std::uint32_t>(m), 0},
+                                          {.tensor = ctx.tensor, .step = ctx.step, .extent = n}, what, ctx);
     try {
-      auto msg = t.recv(m, ctx.tag, ws.recv, d);
-      (void)wire::parse(msg, {.tensor = ctx.tensor, .step = ctx.step, .extent = n});
       local_codec.decode_add(msg, detail::encode_ctx(ctx, m), ws.local_decode, std::span<float>(ws.acc));
     } catch (error const& e) {
       detail::rethrow_with(e, what, ctx, r, m);
@@ -100,11 +103,10 @@ void hierarchical_allreduce(T& t, Local const& local_codec, Global const& global
                                .tensor = ctx.tensor,
                                .step = ctx.step,
                                .extent = n});
-    std::vector<typename T::request> reqs;
-    reqs.reserve(static_cast<std::size_t>(group_end - leader));
-    for (int m = leader + 1; m < group_end; ++m)
-      reqs.push_back(detail::start_send(t, m, ctx.tag + 1, ws.send, what, ctx));
-    for (auto& q : reqs) detail::wait_send(t, q, -1, d, what, ctx);
+    detail::stamp(ws.send, {static_cast<std::uint32_t>(r), 0});
+    detail::send_set<T> sends(t, static_cast<std::size_t>(group_end - leader));
+    for (int m = leader + 1; m < group_end; ++m) sends.start(m, ctx.tag + 1, ws.send, what, ctx);
+    sends.wait_all(d, what, ctx);
   }
 }
 

@@ -59,13 +59,13 @@ void parameter_server(T& t, Push const& push_codec, Pull const& pull_codec, std:
     std::size_t const b = detail::part_begin(n, ns, s);
     return std::pair{b, detail::part_begin(n, ns, s + 1) - b};
   };
-  std::vector<typename T::request> reqs;
-  reqs.reserve(w + ns);
+  detail::send_set<T> sends(t, w + ns);
   for (std::size_t s = 0; s < ns; ++s) {
     auto const [b, len] = shard(s);
     detail::encode_into(push_codec, in.subspan(b, len), detail::encode_ctx(ctx, r, 1 + s), ws.push_encode, ws.push[s]);
+    detail::stamp(ws.push[s], {static_cast<std::uint32_t>(r), 0});
     if (s != ur) {
-      reqs.push_back(detail::start_send(t, static_cast<int>(s), ctx.tag, ws.push[s], what, ctx));
+      sends.start(static_cast<int>(s), ctx.tag, ws.push[s], what, ctx);
       ws.sent_bytes += ws.push[s].size();
     }
   }
@@ -73,10 +73,12 @@ void parameter_server(T& t, Push const& push_codec, Pull const& pull_codec, std:
     auto const [b, len] = shard(ur);
     ws.acc.assign(len, 0.0f);
     for (std::size_t j = 0; j < w; ++j) {
+      std::span<std::byte const> const msg =
+          j == ur
+              ? detail::frame_of(ws.push[ur])
+              : detail::recv_message(t, static_cast<int>(j), ctx.tag, ws.recv[j], d, {static_cast<std::uint32_t>(j), 0},
+                                     {.tensor = ctx.tensor, .step = ctx.step, .extent = len}, what, ctx);
       try {
-        std::span<std::byte const> msg =
-            j == ur ? std::span<std::byte const>(ws.push[ur]) : t.recv(static_cast<int>(j), ctx.tag, ws.recv[j], d);
-        (void)wire::parse(msg, {.tensor = ctx.tensor, .step = ctx.step, .extent = len});
         push_codec.decode_add(msg, detail::encode_ctx(ctx, static_cast<int>(j), 1 + ur), ws.push_decode,
                               std::span<float>(ws.acc));
       } catch (error const& e) {
@@ -85,25 +87,26 @@ void parameter_server(T& t, Push const& push_codec, Pull const& pull_codec, std:
     }
     detail::encode_into(pull_codec, std::span<float const>(ws.acc), detail::encode_ctx(ctx, r, 1 + ns + ur),
                         ws.pull_encode, ws.pull[ur]);
+    detail::stamp(ws.pull[ur], {static_cast<std::uint32_t>(r), 0});
     for (std::size_t j = 0; j < w; ++j)
       if (j != ur) {
-        reqs.push_back(detail::start_send(t, static_cast<int>(j), ctx.tag + 1, ws.pull[ur], what, ctx));
+        sends.start(static_cast<int>(j), ctx.tag + 1, ws.pull[ur], what, ctx);
         ws.sent_bytes += ws.pull[ur].size();
       }
   }
   for (std::size_t s = 0; s < ns; ++s) {
     auto const [b, len] = shard(s);
     if (s != ur)
-      (void)detail::recv_checked(t, static_cast<int>(s), ctx.tag + 1, ws.pull[s], d,
+      (void)detail::recv_message(t, static_cast<int>(s), ctx.tag + 1, ws.pull[s], d, {static_cast<std::uint32_t>(s), 0},
                                  {.tensor = ctx.tensor, .step = ctx.step, .extent = len}, what, ctx);
     try {
-      pull_codec.decode(std::span<std::byte const>(ws.pull[s]),
-                        detail::encode_ctx(ctx, static_cast<int>(s), 1 + ns + s), ws.pull_decode, out.subspan(b, len));
+      pull_codec.decode(detail::frame_of(ws.pull[s]), detail::encode_ctx(ctx, static_cast<int>(s), 1 + ns + s),
+                        ws.pull_decode, out.subspan(b, len));
     } catch (error const& e) {
       detail::rethrow_with(e, what, ctx, r, static_cast<int>(s));
     }
   }
-  for (auto& q : reqs) detail::wait_send(t, q, -1, d, what, ctx);
+  sends.wait_all(d, what, ctx);
 }
 
 }  // namespace sluice

@@ -27,7 +27,8 @@ struct ring_workspace {
 };
 
 /// Bytes one rank sends in a ring allreduce of `n` fp32 elements over `world` ranks:
-/// 2 (N-1) chunk frames, i.e. about 2 (N-1)/N * 4n (the bandwidth-optimal volume) plus headers.
+/// 2 (N-1) chunk frames, i.e. about 2 (N-1)/N * 4n (the bandwidth-optimal volume) plus headers
+/// and message identities.
 constexpr std::size_t ring_allreduce_bytes(std::size_t n, int world) noexcept {
   if (world <= 1) return 0;
   auto const w = static_cast<std::size_t>(world);
@@ -38,6 +39,7 @@ constexpr std::size_t ring_allreduce_bytes(std::size_t n, int world) noexcept {
     std::size_t const c1 = (w - s) % w, c2 = (1 + w - s) % w;
     total += wire::frame_bytes({(detail::part_begin(n, w, c1 + 1) - detail::part_begin(n, w, c1)) * sizeof(float)});
     total += wire::frame_bytes({(detail::part_begin(n, w, c2 + 1) - detail::part_begin(n, w, c2)) * sizeof(float)});
+    total += 2 * detail::message_id_bytes;
   }
   return total;
 }
@@ -83,11 +85,14 @@ void ring_allreduce(T& t, std::span<float> data, collective_context const& ctx, 
                                  .extent = n,
                                  .sections = 1};
   char const* const what = "ring_allreduce";
+  detail::pending_send<T> send(t);  // ws.send is in flight until waited for, on every exit path
   // Reduce-scatter: after step s, chunk (r - s - 1) holds the sum over s + 2 ranks.
   for (int s = 0; s + 1 < world; ++s) {
     detail::write_dense_frame(ws.send, chunk(r - s), head);
-    auto req = detail::start_send(t, right, ctx.tag, ws.send, what, ctx);
-    auto f = detail::recv_frame(t, left, ctx.tag, ws.recv, d, expect, what, ctx);
+    detail::stamp(ws.send, {static_cast<std::uint32_t>(r), static_cast<std::uint32_t>(s)});
+    send.start(right, ctx.tag, ws.send, what, ctx);
+    auto f = detail::recv_frame(t, left, ctx.tag, ws.recv, d,
+                                {static_cast<std::uint32_t>(left), static_cast<std::uint32_t>(s)}, expect, what, ctx);
     auto dst = chunk(r - s - 1);
     ws.scratch.resize(dst.size());
     try {
@@ -96,20 +101,22 @@ void ring_allreduce(T& t, std::span<float> data, collective_context const& ctx, 
       detail::rethrow_with(e, what, ctx, r, left);
     }
     for (std::size_t i = 0; i < dst.size(); ++i) dst[i] += ws.scratch[i];
-    detail::wait_send(t, req, right, d, what, ctx);
+    send.wait(d, what, ctx);
   }
   // Allgather: rank r owns the reduced chunk r + 1 and passes reduced chunks around the ring.
   for (int s = 0; s + 1 < world; ++s) {
     detail::write_dense_frame(ws.send, chunk(r + 1 - s), head);
-    auto req = detail::start_send(t, right, ctx.tag + 1, ws.send, what, ctx);
-    auto f = detail::recv_frame(t, left, ctx.tag + 1, ws.recv, d, expect, what, ctx);
+    detail::stamp(ws.send, {static_cast<std::uint32_t>(r), static_cast<std::uint32_t>(s)});
+    send.start(right, ctx.tag + 1, ws.send, what, ctx);
+    auto f = detail::recv_frame(t, left, ctx.tag + 1, ws.recv, d,
+                                {static_cast<std::uint32_t>(left), static_cast<std::uint32_t>(s)}, expect, what, ctx);
     auto dst = chunk(r - s);
     try {
       wire::read_array(f.section(0), dst, "ring_allreduce chunk");
     } catch (error const& e) {
       detail::rethrow_with(e, what, ctx, r, left);
     }
-    detail::wait_send(t, req, right, d, what, ctx);
+    send.wait(d, what, ctx);
   }
 }
 

@@ -42,9 +42,10 @@ struct part_range {
   return {b, detail::part_begin(n, w, uj + 1) - b};
 }
 
-/// Bytes one rank sends when an encoded chunk of n/N elements takes `chunk_bytes`: 2 (N-1) chunks.
+/// Bytes one rank sends when an encoded chunk of n/N elements takes `chunk_bytes`: 2 (N-1) chunks,
+/// each with its message identity.
 constexpr std::size_t scatter_reduce_allgather_bytes(std::size_t chunk_bytes, int world) noexcept {
-  return world <= 1 ? 0 : 2 * static_cast<std::size_t>(world - 1) * chunk_bytes;
+  return world <= 1 ? 0 : 2 * static_cast<std::size_t>(world - 1) * (chunk_bytes + detail::message_id_bytes);
 }
 
 namespace detail {
@@ -75,10 +76,14 @@ void scatter_reduce_allgather_parts(T& t, C const& codec, std::span<float> out, 
   // I add the decodings of my chunk in a fixed order, my own first, then rank r-1, r-2, ..., each
   // as it arrives, and encode the sum once. The next chunk is encoded while the current one travels.
   wire::expectation const expect1{.tensor = ctx.tensor, .step = ctx.step, .extent = my_len};
-  auto encode_for = [&](std::size_t j) { encode_part(j, j == ur ? ws.recv[ur] : ws.send[j]); };
+  auto encode_for = [&](std::size_t j) {
+    auto& msg = j == ur ? ws.recv[ur] : ws.send[j];
+    encode_part(j, msg);
+    detail::stamp(msg, {static_cast<std::uint32_t>(r), 0});
+  };
   auto add = [&](std::size_t j) {
     try {
-      codec.decode_add(std::span<std::byte const>(ws.recv[j]), ctx.for_rank(static_cast<int>(j), 1 + ur), ws.decode,
+      codec.decode_add(detail::frame_of(ws.recv[j]), ctx.for_rank(static_cast<int>(j), 1 + ur), ws.decode,
                        std::span<float>(ws.acc));
     } catch (error const& e) {
       detail::rethrow_with(e, what, ctx, r, static_cast<int>(j));
@@ -103,7 +108,7 @@ void scatter_reduce_allgather_parts(T& t, C const& codec, std::span<float> out, 
   // Phase 3: allgather the final chunks around the ring; everyone decodes the same bytes, my own
   // chunk first, each other chunk as soon as it is in (chunks are disjoint, so order is free).
   ws.sent_bytes += detail::ring_allgather(
-      t, ws.final, ws.arrived, ctx.tag + 1, false, ctx, d, what,
+      t, ws.final, ws.arrived, ctx.tag + 1, 0, false, ctx, d, what,
       [&](std::size_t j) {
         return wire::expectation{.tensor = ctx.tensor, .step = ctx.step, .extent = range(j).second};
       },
@@ -111,7 +116,7 @@ void scatter_reduce_allgather_parts(T& t, C const& codec, std::span<float> out, 
       [&](std::size_t j) {
         auto const [b, len] = range(j);
         try {
-          codec.decode(std::span<std::byte const>(ws.final[j]), ctx.for_rank(static_cast<int>(j), 1 + w + j), ws.decode,
+          codec.decode(detail::frame_of(ws.final[j]), ctx.for_rank(static_cast<int>(j), 1 + w + j), ws.decode,
                        out.subspan(b, len));
         } catch (error const& e) {
           detail::rethrow_with(e, what, ctx, r, static_cast<int>(j));

@@ -190,9 +190,10 @@ struct allgather_workspace {
   std::size_t sent_bytes = 0;           ///< bytes this rank sent in the last call
 };
 
-/// Bytes one rank sends in a sparse allgather when its message has `message_bytes`: (N-1) copies.
+/// Bytes one rank sends in a sparse allgather when its encoded message (the frame) has
+/// `message_bytes`: (N-1) copies, each with its message identity.
 constexpr std::size_t sparse_allgather_bytes(std::size_t message_bytes, int world) noexcept {
-  return world <= 1 ? 0 : static_cast<std::size_t>(world - 1) * message_bytes;
+  return world <= 1 ? 0 : static_cast<std::size_t>(world - 1) * (message_bytes + detail::message_id_bytes);
 }
 
 namespace detail {
@@ -206,14 +207,15 @@ std::size_t allgather_sum_dense(T& t, C const& codec, std::span<float> out, coll
   char const* const what = "sparse_allgather";
   wire::expectation const expect{.tensor = ctx.tensor, .step = ctx.step, .extent = out.size()};
   return detail::ring_allgather(
-      t, ws.messages, ws.arrived, ctx.tag, true, ctx, d, what, [&](std::size_t) { return expect; },
+      t, ws.messages, ws.arrived, ctx.tag, static_cast<std::uint32_t>(salt), true, ctx, d, what,
+      [&](std::size_t) { return expect; },
       [&] {
         if (clear) std::fill(out.begin(), out.end(), 0.0f);
       },
       [&](std::size_t j) {
         try {
-          codec.decode_add(std::span<std::byte const>(ws.messages[j]),
-                           detail::encode_ctx(ctx, static_cast<int>(j), salt), ws.decode, out);
+          codec.decode_add(detail::frame_of(ws.messages[j]), detail::encode_ctx(ctx, static_cast<int>(j), salt),
+                           ws.decode, out);
         } catch (error const& e) {
           detail::rethrow_with(e, what, ctx, t.rank(), static_cast<int>(j));
         }
@@ -295,11 +297,12 @@ std::size_t allgather_sum_sparse(T& t, C const& codec, std::size_t n, collective
   ws.sum.reset(n, dense_above);
   bool first = block == 0;
   std::size_t const sent = detail::ring_allgather(
-      t, ws.messages, ws.arrived, ctx.tag, true, ctx, d, what, [&](std::size_t) { return expect; }, [] {},
+      t, ws.messages, ws.arrived, ctx.tag, static_cast<std::uint32_t>(salt), true, ctx, d, what,
+      [&](std::size_t) { return expect; }, [] {},
       [&](std::size_t j) {  // each message is added while later ones travel
         try {
-          codec.decode_sparse(std::span<std::byte const>(ws.messages[j]), ctx.for_rank(static_cast<int>(j), salt),
-                              ws.decode, ws.part);
+          codec.decode_sparse(detail::frame_of(ws.messages[j]), ctx.for_rank(static_cast<int>(j), salt), ws.decode,
+                              ws.part);
           auto const& p = ws.part;
           require(p.extent() == n, errc::malformed_message, "decoded extent {} where {} was expected", p.extent(), n);
           require(first || p.block_size() == block, errc::malformed_message, "block size {} where {} was expected",

@@ -40,7 +40,9 @@ namespace detail {
 /// A collective-internal sparse frame: [0] block size (u64), [1] varint block indices, [2] fp32 values.
 inline void write_sparse_frame(std::vector<std::byte>& out, std::span<std::uint32_t const> idx,
                                std::span<float const> val, std::size_t block, wire::header const& h) {
-  out.resize(wire::frame_bytes({8, wire::max_index_bytes(idx.size(), h.extent), val.size() * 4}));
+  std::size_t const most = wire::frame_bytes({8, wire::max_index_bytes(idx.size(), h.extent), val.size() * 4});
+  out.reserve(most + message_id_bytes);
+  out.resize(most);
   wire::writer w(out, h);
   std::uint64_t const b = block;
   wire::write_array(w, std::span<std::uint64_t const>(&b, 1));
@@ -125,6 +127,7 @@ void sparse_reduce_scatter_core(T& t, C const& codec, std::span<float const> in,
       }
       detail::write_sparse_frame(cp.send[j], idx.subspan(a, b - a), val.subspan(a * block, (b - a) * block), block,
                                  head(n));
+      detail::stamp(cp.send[j], {static_cast<std::uint32_t>(r), static_cast<std::uint32_t>(c)});
     }
   };
   auto exchange = [&](std::size_t c) {
@@ -136,11 +139,10 @@ void sparse_reduce_scatter_core(T& t, C const& codec, std::span<float const> in,
                                    .step = ctx.step,
                                    .extent = n,
                                    .sections = 3};
-    std::vector<typename T::request> reqs;
-    reqs.reserve(w);
+    detail::send_set<T> sends(t, w);
     for (std::size_t k = 1; k < w; ++k) {  // right neighbour first
       std::size_t const j = (ur + k) % w;
-      reqs.push_back(detail::start_send(t, static_cast<int>(j), ctx.tag, cp.send[j], what, ctx));
+      sends.start(static_cast<int>(j), ctx.tag, cp.send[j], what, ctx);
       ws.sent_bytes += cp.send[j].size();
     }
     auto& own = ws.parts[ur];
@@ -154,7 +156,8 @@ void sparse_reduce_scatter_core(T& t, C const& codec, std::span<float const> in,
     ws.ag.sum.reset(n, opt.dense_above);
     for (std::size_t j = 0; j < w; ++j) {  // added in rank order as the parts arrive
       if (j != ur) {
-        auto f = detail::recv_frame(t, static_cast<int>(j), ctx.tag, ws.recv[j], d, expect, what, ctx);
+        auto f = detail::recv_frame(t, static_cast<int>(j), ctx.tag, ws.recv[j], d,
+                                    {static_cast<std::uint32_t>(j), static_cast<std::uint32_t>(c)}, expect, what, ctx);
         try {
           detail::read_sparse_frame(f, n, block, lo, hi, ws.parts[j]);
         } catch (error const& e) {
@@ -164,16 +167,18 @@ void sparse_reduce_scatter_core(T& t, C const& codec, std::span<float const> in,
       ws.ag.sum.add(ws.parts[j]);
     }
     ws.ag.sum.finish(ws.reduced);
-    for (auto& q : reqs) detail::wait_send(t, q, -1, d, what, ctx);
+    sends.wait_all(d, what, ctx);
     // Allgather phase: my reduced range around the ring; everyone (me too) reads the same bytes, as
     // each range arrives (ranges are disjoint, so order is free).
     detail::write_sparse_frame(ws.recv[ur], ws.reduced.indices(), ws.reduced.values(), block, head(n));
     ws.sent_bytes += detail::ring_allgather(
-        t, ws.recv, ws.arrived, ctx.tag + 1, false, ctx, d, what, [&](std::size_t) { return expect; }, [] {},
+        t, ws.recv, ws.arrived, ctx.tag + 1, static_cast<std::uint32_t>(c), false, ctx, d, what,
+        [&](std::size_t) { return expect; }, [] {},
         [&](std::size_t j) {
           std::size_t const jlo = detail::part_begin(blocks, w, j), jhi = detail::part_begin(blocks, w, j + 1);
           try {
-            detail::read_sparse_frame(wire::parse(ws.recv[j], expect), n, block, jlo, jhi, ws.ranges[j]);
+            detail::read_sparse_frame(wire::parse(detail::frame_of(ws.recv[j]), expect), n, block, jlo, jhi,
+                                      ws.ranges[j]);
           } catch (error const& e) {
             detail::rethrow_with(e, what, ctx, r, static_cast<int>(j));
           }

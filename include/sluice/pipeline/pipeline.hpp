@@ -531,10 +531,13 @@ class pipeline {
     serial::put<std::uint64_t>(mine, config_hash());
     message_tag const tag = attach_tag;
     std::vector<std::byte> buf;
+    char const* const what = "pipeline::attach";
+    collective_context const ctx{.timeout = options_.timeout, .tag = tag};
     if (r != 0) {
-      auto req = t_.send(0, tag, mine);
+      detail::send_set<transport_type> sends(t_, 1);  // settled on every way out: `mine` dies here
+      sends.start(0, tag, mine, what, ctx);
       auto const verdict = t_.recv(0, tag + 1, buf, d);
-      req.wait(d);
+      sends.wait_all(d, what, ctx);
       require(!verdict.empty(), errc::malformed_message, "pipeline::attach: empty verdict from rank 0");
       if (verdict[0] == std::byte{0}) return;
       std::string const text(reinterpret_cast<char const*>(verdict.data()) + 1, verdict.size() - 1);
@@ -560,9 +563,11 @@ class pipeline {
         verdict.insert(verdict.end(), c, c + text.size());
       }
     }
-    std::vector<typename transport_type::request> reqs;
-    for (int p = 1; p < n; ++p) reqs.push_back(t_.send(p, tag + 1, verdict));
-    for (auto& q : reqs) q.wait(d);
+    {
+      detail::send_set<transport_type> sends(t_, static_cast<std::size_t>(n - 1));
+      for (int p = 1; p < n; ++p) sends.start(p, tag + 1, verdict, what, ctx);
+      sends.wait_all(d, what, ctx);
+    }
     if (verdict[0] != std::byte{0}) {
       std::string const text(reinterpret_cast<char const*>(verdict.data()) + 1, verdict.size() - 1);
       throw_error(static_cast<errc>(static_cast<int>(verdict[0])), "{}", text);
@@ -575,9 +580,11 @@ class pipeline {
     deadline const d = deadline::after(options_.timeout);
     auto const bytes = std::as_bytes(std::span<float const>(master_));
     if (r == 0) {
-      std::vector<typename transport_type::request> reqs;
-      for (int p = 1; p < n; ++p) reqs.push_back(t_.send(p, attach_tag + 2, bytes));
-      for (auto& q : reqs) q.wait(d);
+      char const* const what = "pipeline::attach (parameters)";
+      collective_context const ctx{.timeout = options_.timeout, .tag = attach_tag + 2};
+      detail::send_set<transport_type> sends(t_, static_cast<std::size_t>(n - 1));
+      for (int p = 1; p < n; ++p) sends.start(p, attach_tag + 2, bytes, what, ctx);
+      sends.wait_all(d, what, ctx);
     } else {
       std::vector<std::byte> buf;
       auto const got = t_.recv(0, attach_tag + 2, buf, d);

@@ -2,10 +2,14 @@
 // deadline. Engines (local threads, Open MPI, ZeroMQ) model it; collectives are written against it.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
 #include <span>
 #include <thread>
 #include <utility>
@@ -69,13 +73,20 @@ concept TransportRequest = std::movable<R> && requires(R& r, deadline d) {
 /// A transport endpoint (one rank's view of a world of size() ranks).
 ///  - rank(), size(): this endpoint's rank in [0, size()).
 ///  - send(peer, tag, bytes) -> request: starts sending one message; `bytes` must stay valid and
-///    unchanged until the request completes (test() true or wait() returned). Messages from one
+///    unchanged until the request completes (test() true or wait() returned): until then the
+///    engine may read them (zmq sends large messages from them without a copy). Messages from one
 ///    sender to one receiver with one tag arrive in order. peer == rank() is allowed.
+///  - optional: cancel(request&): on return the engine no longer reads the request's bytes
+///    (the message may or may not have been delivered). detail::settle_send uses it for requests
+///    an aborted operation leaves behind.
 ///  - recv(peer, tag, buffer, deadline) -> span: receives the next message from (peer, tag) into
 ///    `buffer` (resized to the message; its capacity is kept, so a reused buffer does not
 ///    allocate) and returns the message bytes. Throws errc::timeout naming the peer when the
 ///    deadline passes, errc::peer_lost when the engine knows the peer is gone.
 ///  - barrier(deadline): returns when every rank has entered it; same errors as recv.
+///  - optional: enter_barrier() -> std::uint64_t: counts a barrier this endpoint enters and returns
+///    its number (0, 1, ...); transports whose barrier is detail::dissemination_barrier have it, so
+///    that a wrapper (faulty) can run the same barrier over its own sends.
 template <class T>
 concept Transport = std::derived_from<typename T::transport_concept, transport_tag> &&
     TransportRequest<typename T::request> && requires(T& t, int peer, message_tag tag, std::span<std::byte const> bytes,
@@ -111,20 +122,53 @@ bool poll_until(Done&& done, deadline d) {
   }
 }
 
+/// Makes sure the engine no longer reads the bytes of `r` before they are freed, on any exit path:
+/// nothing when it has completed; otherwise the transport's cancel(r) where it has one (zmq), else
+/// a wait of up to `grace` (local and MPI requests complete on their own; an MPI send to a stalled
+/// peer that outlasts it is reported on stderr, see docs/transport.md). Never throws.
+template <class T>
+void settle_send(T& t, typename T::request& r,
+                 std::chrono::milliseconds grace = std::chrono::milliseconds(5'000)) noexcept {
+  try {
+    if (r.test()) return;
+    if constexpr (requires { t.cancel(r); }) {
+      t.cancel(r);
+    } else {
+      r.wait(deadline::after(grace));
+    }
+  } catch (std::exception const& e) {
+    std::fprintf(stderr, "sluice: rank %d: an abandoned send could not be settled: %s\n", t.rank(), e.what());
+  }
+}
+
 inline void check_peer(int peer, int size, char const* who) {
   require(peer >= 0 && peer < size, errc::invalid_argument, "{}: peer {} is outside [0, {})", who, peer, size);
 }
 
 /// A dissemination barrier over point-to-point messages (Hensgen, Finkel & Manber 1988): ceil(log2 N)
-/// rounds, each rank sending to rank + 2^k and receiving from rank - 2^k.
+/// rounds, each rank sending to rank + 2^k and receiving from rank - 2^k. Each token names its
+/// barrier (`epoch`: how many barriers this endpoint entered before, equal on all ranks) and its
+/// round; any other token (a duplicate, a stale one of an earlier barrier) is discarded, so a
+/// lost token is a timeout and a duplicated one never lets a later barrier pass early.
 template <class T>
-void dissemination_barrier(T& t, message_tag tag, deadline d, std::vector<std::byte>& scratch) {
+void dissemination_barrier(T& t, message_tag tag, deadline d, std::vector<std::byte>& scratch, std::uint64_t epoch) {
   int const n = t.size(), r = t.rank();
-  std::byte token{0x42};
-  for (int dist = 1; dist < n; dist *= 2) {
-    auto req = t.send((r + dist) % n, tag, std::span<std::byte const>(&token, 1));
-    (void)t.recv((r - dist + n) % n, tag, scratch, d);
-    req.wait(d);
+  std::uint32_t round = 0;
+  for (int dist = 1; dist < n; dist *= 2, ++round) {
+    std::array<std::byte, 16> token{};
+    std::memcpy(token.data(), &epoch, 8);
+    std::memcpy(token.data() + 8, &round, 4);
+    auto req = t.send((r + dist) % n, tag, std::span<std::byte const>(token));
+    try {
+      for (;;) {
+        auto const m = t.recv((r - dist + n) % n, tag, scratch, d);
+        if (m.size() == token.size() && std::memcmp(m.data(), token.data(), token.size()) == 0) break;
+      }
+      req.wait(d);
+    } catch (...) {
+      settle_send(t, req);  // `token` lives on this frame
+      throw;
+    }
   }
 }
 

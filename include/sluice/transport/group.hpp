@@ -41,13 +41,16 @@ class group {
   }
   void barrier(deadline d) {
     std::vector<std::byte> scratch;
-    detail::dissemination_barrier(*this, barrier_tag + 1, d, scratch);
+    detail::dissemination_barrier(*this, barrier_tag + 1, d, scratch, barriers_++);
   }
+  /// Settles a request on the inner transport (detail::settle_send).
+  void cancel(request& r) { detail::settle_send(*inner_, r); }
 
  private:
   Inner* inner_;
   std::vector<int> members_;
   int rank_ = 0;
+  std::uint64_t barriers_ = 0;
 };
 
 static_assert(Transport<group<local_transport>>);

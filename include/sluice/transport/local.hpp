@@ -25,12 +25,18 @@ struct local_mailbox {
 };
 
 struct local_world {
-  explicit local_world(int n) : size(n), boxes(static_cast<std::size_t>(n)), alive(static_cast<std::size_t>(n)) {
+  explicit local_world(int n)
+      : size(n),
+        boxes(static_cast<std::size_t>(n)),
+        alive(static_cast<std::size_t>(n)),
+        barriers(static_cast<std::size_t>(n)) {
     for (auto& a : alive) a.store(true);
+    for (auto& b : barriers) b.store(0);
   }
   int size;
   std::vector<local_mailbox> boxes;
   std::vector<std::atomic<bool>> alive;
+  std::vector<std::atomic<std::uint64_t>> barriers;  // barriers each rank has entered
   std::mutex pool_m;
   std::vector<std::vector<std::byte>> pool;  // spare buffers, capacity kept
 
@@ -129,8 +135,10 @@ class local_transport {
 
   void barrier(deadline d) {
     std::vector<std::byte> scratch;
-    detail::dissemination_barrier(*this, barrier_tag, d, scratch);
+    detail::dissemination_barrier(*this, barrier_tag, d, scratch, enter_barrier());
   }
+  /// Counts a barrier this endpoint enters; returns its number (0, 1, ...). See Transport.
+  std::uint64_t enter_barrier() noexcept { return world_->barriers[static_cast<std::size_t>(rank_)].fetch_add(1); }
 
   /// Declares this endpoint dead: its own calls and every peer's wait on it fail with peer_lost.
   void kill() {

@@ -61,6 +61,15 @@ struct zmq_options {
   bool curve = false;                                   ///< encrypt and authenticate with CurveZMQ
   zmq_curve_options keys{};                             ///< used when curve is true
   std::size_t zero_copy_min_bytes = 64 * 1024;          ///< larger messages are sent without a copy (see request)
+  /// The largest message a rank sends or accepts (ZMQ_MAXMSGSIZE on its ROUTER): a peer's larger
+  /// frame, even one merely declared by an unauthenticated client, drops that connection before
+  /// any memory is set aside for it; a larger send is errc::invalid_argument. Set it to the
+  /// largest message the job produces (docs/transport.md); 0: no limit.
+  std::size_t max_message_bytes = std::size_t{256} << 20;
+  /// Messages ZeroMQ queues per incoming connection before it stops reading that socket
+  /// (ZMQ_RCVHWM); the transport moves them to its own per-tag queues whenever it is called, so
+  /// this bounds what a peer can park in ZeroMQ, not what a collective may have in flight.
+  int receive_queue_messages = 64;
   friend bool operator==(zmq_options const&, zmq_options const&) = default;
 };
 
@@ -113,6 +122,9 @@ inline void set_heartbeats(zmq::socket_t& s, zmq_options const& o) {
   s.set(zmq::sockopt::heartbeat_timeout, static_cast<int>(o.heartbeat_timeout.count()));
   s.set(zmq::sockopt::heartbeat_ttl, static_cast<int>(o.heartbeat_timeout.count()));
 }
+
+/// ZMQ_MAXMSGSIZE of sockets that carry only control traffic (DEALERs, rendezvous).
+inline constexpr std::int64_t zmq_control_max_bytes = std::int64_t{1} << 20;
 
 inline std::uint32_t load_u32(void const* p) {
   std::uint32_t v;
@@ -218,10 +230,14 @@ class zmq_transport {
   using transport_concept = transport_tag;
 
   /// A send. Messages below zmq_options::zero_copy_min_bytes are copied and complete on return;
-  /// larger ones are sent from the caller's bytes and complete when ZeroMQ releases them (written
-  /// to the kernel). Must not outlive its transport's context only if it never completes.
+  /// larger ones are sent from the caller's bytes, which ZeroMQ's I/O thread reads until it
+  /// releases the message (written to the kernel, or dropped by cancel() or the transport's
+  /// destruction): only then does the request complete. Until it completes the caller must keep
+  /// the bytes alive and unchanged; a request that is given up on must be cancelled
+  /// (zmq_transport::cancel, or detail::settle_send) before the bytes are freed.
   class request {
    public:
+    friend class zmq_transport;
     request() = default;
     request(std::shared_ptr<std::atomic<bool>> done, int rank, int peer)
         : done_(std::move(done)), rank_(rank), peer_(peer) {}
@@ -258,8 +274,12 @@ class zmq_transport {
               opt_.keys.public_key_file, rank_ + 1, opt_.keys.authorized_keys_file);
       zap_ = std::make_unique<detail::zap_handler>(ctx_, keys_, rank_, opt_.keys.authorized_keys_file);
     }
+    require(opt_.receive_queue_messages >= 1, errc::invalid_argument,
+            "zmq_transport: receive_queue_messages {} must be >= 1", opt_.receive_queue_messages);
     router_ = zmq::socket_t(ctx_, zmq::socket_type::router);
-    router_.set(zmq::sockopt::rcvhwm, 0);
+    router_.set(zmq::sockopt::rcvhwm, opt_.receive_queue_messages);
+    router_.set(zmq::sockopt::maxmsgsize,
+                opt_.max_message_bytes == 0 ? std::int64_t{-1} : static_cast<std::int64_t>(opt_.max_message_bytes));
     router_.set(zmq::sockopt::linger, 0);
     detail::set_heartbeats(router_, opt_);
     make_server(router_);
@@ -274,27 +294,8 @@ class zmq_transport {
     dealers_.resize(static_cast<std::size_t>(size_));
     monitors_.resize(static_cast<std::size_t>(size_));
     lost_since_.assign(static_cast<std::size_t>(size_), {});
-    for (int p = 0; p < size_; ++p) {
-      if (p == rank_) continue;
-      auto& s = dealers_[static_cast<std::size_t>(p)];
-      s = zmq::socket_t(ctx_, zmq::socket_type::dealer);
-      std::uint32_t const id = static_cast<std::uint32_t>(rank_);
-      s.set(zmq::sockopt::routing_id, zmq::const_buffer(&id, 4));
-      s.set(zmq::sockopt::sndhwm, 0);
-      s.set(zmq::sockopt::linger, static_cast<int>(opt_.linger.count()));
-      detail::set_heartbeats(s, opt_);
-      make_client(s, p);
-      std::string const mon = fmt::format("inproc://sluice-monitor-{}-{}", static_cast<void*>(this), p);
-      require(
-          zmq_socket_monitor(s.handle(), mon.c_str(),
-                             ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
-                                 ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) == 0,
-          errc::unsupported, "zmq_transport: zmq_socket_monitor failed");
-      auto& m = monitors_[static_cast<std::size_t>(p)];
-      m = zmq::socket_t(ctx_, zmq::socket_type::pair);
-      m.connect(mon);
-      s.connect(table[static_cast<std::size_t>(p)]);
-    }
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_) open_dealer(p);
     barrier(d);
   }
 
@@ -316,6 +317,9 @@ class zmq_transport {
   [[nodiscard]] std::vector<std::string> const& endpoints() const noexcept { return endpoints_; }
   /// CURVE clients refused by this rank's ZAP handler so far.
   [[nodiscard]] std::uint64_t refused_clients() const noexcept { return zap_ ? zap_->refused() : 0; }
+  /// Messages this rank's ROUTER received and dropped so far: malformed framing, a routing id that
+  /// names no other rank, or (CURVE) a routing id that is not the sender's key's rank.
+  [[nodiscard]] std::uint64_t dropped_messages() const noexcept { return dropped_.load(); }
 
   request send(int peer, message_tag tag, std::span<std::byte const> bytes) {
     detail::check_peer(peer, size_, "zmq_transport::send");
@@ -325,9 +329,13 @@ class zmq_transport {
       queues_[{peer, t}].emplace_back(bytes.data(), bytes.size());
       return {};
     }
+    require(opt_.max_message_bytes == 0 || bytes.size() <= opt_.max_message_bytes, errc::invalid_argument,
+            "zmq_transport: rank {}: a message of {} bytes for rank {} exceeds zmq_options::max_message_bytes = {}; "
+            "raise it (on every rank) to the largest message the job sends",
+            rank_, bytes.size(), peer, opt_.max_message_bytes);
     poll_events(std::chrono::milliseconds(0));
-    require(!is_lost(peer), errc::peer_lost, "zmq_transport: rank {} sending to rank {} (tag {}): peer lost", rank_,
-            peer, t);
+    require(!lost_for_good(peer), errc::peer_lost, "zmq_transport: rank {} sending to rank {} (tag {}): peer lost",
+            rank_, peer, t);
     auto& s = dealers_[static_cast<std::size_t>(peer)];
     std::shared_ptr<std::atomic<bool>> done;
     zmq::message_t body;
@@ -360,8 +368,7 @@ class zmq_transport {
           it->second.pop_front();
           return buffer;
         }
-        if (peer != rank_ && is_lost(peer) &&
-            transport_clock::now() - lost_since_[static_cast<std::size_t>(peer)] >= opt_.peer_lost_grace)
+        if (peer != rank_ && lost_for_good(peer))
           throw_error(errc::peer_lost, "zmq_transport: rank {} waiting for rank {} (tag {}): peer lost (disconnected)",
                       rank_, peer, t);
         if (d.expired())
@@ -375,10 +382,65 @@ class zmq_transport {
 
   void barrier(deadline d) {
     std::vector<std::byte> scratch;
-    detail::dissemination_barrier(*this, barrier_tag, d, scratch);
+    detail::dissemination_barrier(*this, barrier_tag, d, scratch, enter_barrier());
+  }
+  /// Counts a barrier this endpoint enters; returns its number (0, 1, ...). See Transport.
+  std::uint64_t enter_barrier() noexcept { return barriers_.fetch_add(1); }
+
+  /// Gives up on a send: on return ZeroMQ no longer reads its bytes, so they may be freed. A
+  /// request still in ZeroMQ's hands (a stalled or slow peer) is dropped by closing the connection
+  /// to its peer and opening a new one, which drops every message still queued for that peer
+  /// (receivers detect the loss: collectives raise errc::timeout). Throws errc::timeout only if
+  /// ZeroMQ has not released the message within max(zmq_options::linger, 1 s) after the close.
+  void cancel(request& r) {
+    if (r.test()) return;
+    {
+      std::lock_guard lock(m_);
+      if (r.test()) return;
+      auto const up = static_cast<std::size_t>(r.peer_);
+      zmq_socket_monitor(dealers_[up].handle(), nullptr, 0);
+      monitors_[up].close();
+      dealers_[up].set(zmq::sockopt::linger, 0);
+      dealers_[up].close();
+      lost_since_[up] = {};
+      open_dealer(r.peer_);
+    }
+    // The I/O thread releases the message when it tears the old connection down.
+    if (!detail::poll_until([&] { return r.test(); },
+                            deadline::after(std::max(opt_.linger, std::chrono::milliseconds(1'000)))))
+      throw_error(errc::timeout, "zmq_transport: rank {}: a cancelled send to rank {} was not released by ZeroMQ",
+                  rank_, r.peer_);
   }
 
  private:
+  // The DEALER to peer p (routing id = this rank) and its monitor; connects at once (messages
+  // queue until the handshake is done).
+  void open_dealer(int p) {
+    auto const up = static_cast<std::size_t>(p);
+    auto& s = dealers_[up];
+    s = zmq::socket_t(ctx_, zmq::socket_type::dealer);
+    std::uint32_t const id = static_cast<std::uint32_t>(rank_);
+    s.set(zmq::sockopt::routing_id, zmq::const_buffer(&id, 4));
+    s.set(zmq::sockopt::sndhwm, 0);
+    // A DEALER here only sends: what comes back is ZMTP commands (handshake, heartbeats).
+    s.set(zmq::sockopt::rcvhwm, 1);
+    s.set(zmq::sockopt::maxmsgsize, detail::zmq_control_max_bytes);
+    s.set(zmq::sockopt::linger, static_cast<int>(opt_.linger.count()));
+    detail::set_heartbeats(s, opt_);
+    make_client(s, p);
+    std::string const mon =
+        fmt::format("inproc://sluice-monitor-{}-{}-{}", static_cast<void*>(this), p, monitor_generation_++);
+    require(
+        zmq_socket_monitor(s.handle(), mon.c_str(),
+                           ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) == 0,
+        errc::unsupported, "zmq_transport: zmq_socket_monitor failed");
+    auto& m = monitors_[up];
+    m = zmq::socket_t(ctx_, zmq::socket_type::pair);
+    m.connect(mon);
+    s.connect(endpoints_[up]);
+  }
+
   using queue_key = std::pair<int, std::uint32_t>;
 
   static void release_send(void*, void* hint) noexcept {
@@ -403,6 +465,11 @@ class zmq_transport {
   [[nodiscard]] bool is_lost(int p) const {
     return lost_since_[static_cast<std::size_t>(p)] != transport_clock::time_point{};
   }
+  // Disconnected for longer than peer_lost_grace: ZeroMQ reconnects within it after a dropped
+  // connection (cancel(), a refused oversized frame), and messages sent meanwhile are queued.
+  [[nodiscard]] bool lost_for_good(int p) const {
+    return is_lost(p) && transport_clock::now() - lost_since_[static_cast<std::size_t>(p)] >= opt_.peer_lost_grace;
+  }
 
   // Drains the router and the monitors; waits up to `wait` for the first event.
   void poll_events(std::chrono::milliseconds wait) {
@@ -417,18 +484,29 @@ class zmq_transport {
       if (monitors_[p]) drain_monitor(static_cast<int>(p));
   }
 
+  // A message is [routing id][tag][payload]. ZeroMQ delivers the frames of one message together,
+  // so after the first frame the rest are read whatever they hold, and a message that fails a
+  // check is drained to the end by the `more` flag of the last frame actually read: no frame of it
+  // is ever taken for the start of the next message.
   void drain_router() {
     for (;;) {
       zmq::message_t id, tag, payload;
       if (!router_.recv(id, zmq::recv_flags::dontwait)) return;
-      bool ok = id.more() && id.size() == 4;
-      if (ok) {
+      bool more = id.more();
+      bool ok = more && id.size() == 4;
+      if (more) {
         (void)router_.recv(tag);
-        ok = tag.more() && tag.size() == 4;
-        if (ok) {
-          (void)router_.recv(payload);
-          ok = !payload.more();
-        }
+        more = tag.more();
+        ok = ok && more && tag.size() == 4;
+      }
+      if (more) {
+        (void)router_.recv(payload);
+        more = payload.more();
+        ok = ok && !more;
+      }
+      for (zmq::message_t rest; more;) {
+        (void)router_.recv(rest);
+        more = rest.more();
       }
       int const src = ok ? static_cast<int>(detail::load_u32(id.data())) : -1;
       ok = ok && src >= 0 && src < size_ && src != rank_;
@@ -438,9 +516,10 @@ class zmq_transport {
         ok = user && std::to_string(src) == user;
       }
       if (!ok) {
-        for (zmq::message_t rest; (payload.more() || tag.more()) && router_.recv(rest, zmq::recv_flags::dontwait);)
-          if (!rest.more()) break;
-        fmt::print(stderr, "sluice zmq_transport: rank {} dropped a malformed or unauthenticated message\n", rank_);
+        auto const k = dropped_.fetch_add(1) + 1;
+        if (k <= 10)
+          fmt::print(stderr, "sluice zmq_transport: rank {} dropped a malformed or unauthenticated message{}\n", rank_,
+                     k == 10 ? " (further ones are only counted: dropped_messages())" : "");
         continue;
       }
       queues_[{src, detail::load_u32(tag.data())}].push_back(std::move(payload));
@@ -507,6 +586,7 @@ class zmq_transport {
     if (rank_ == 0) {
       zmq::socket_t srv(ctx_, zmq::socket_type::router);
       srv.set(zmq::sockopt::linger, static_cast<int>(opt_.linger.count()));
+      srv.set(zmq::sockopt::maxmsgsize, detail::zmq_control_max_bytes);
       make_server(srv);
       srv.bind(master_ep);
       std::vector<zmq::message_t> ids;
@@ -530,6 +610,7 @@ class zmq_transport {
     } else {
       zmq::socket_t cli(ctx_, zmq::socket_type::dealer);
       cli.set(zmq::sockopt::linger, 0);
+      cli.set(zmq::sockopt::maxmsgsize, detail::zmq_control_max_bytes);
       make_client(cli, 0);
       cli.connect(master_ep);
       std::uint32_t const r = static_cast<std::uint32_t>(rank_);
@@ -560,6 +641,9 @@ class zmq_transport {
   std::vector<std::string> endpoints_;
   std::map<queue_key, std::deque<zmq::message_t>> queues_;
   std::vector<zmq::pollitem_t> items_;
+  std::uint64_t monitor_generation_ = 0;
+  std::atomic<std::uint64_t> dropped_{0};
+  std::atomic<std::uint64_t> barriers_{0};
   std::mutex m_;
 };
 static_assert(Transport<zmq_transport>);
