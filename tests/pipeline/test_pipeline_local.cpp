@@ -318,7 +318,9 @@ TEST_CASE("pipeline: telemetry samples carry rank, thread and start; reports cou
   recording_sink sink;
   auto errors = test::run_local(2, [&](local_transport& ep) {
     model_params p(model());
-    pipeline pipe{top_k{.ratio = 0.05}, residual{}, sgd{.lr = 0.1}, ep, small_buckets()};
+    pipeline_options o = small_buckets();
+    o.measure_residual = true;
+    pipeline pipe{top_k{.ratio = 0.05}, residual{}, sgd{.lr = 0.1}, ep, o};
     auto spans = p.spans();
     pipe.attach(model(), spans);
     if (ep.rank() == 0) pipe.set_telemetry(sink);
@@ -333,6 +335,17 @@ TEST_CASE("pipeline: telemetry samples carry rank, thread and start; reports cou
       CHECK(rep.dense_bytes == model().total_elements() * 4);
       CHECK(rep.compression_ratio > 1.0);
       CHECK(rep.sent_bytes > 0);
+      CHECK(rep.residual_norm > 0);  // top_k leaves most of each gradient in the residual
+      CHECK(rep.residual_norm == doctest::Approx(std::sqrt([&] {
+              double sq = 0;
+              auto const saved = pipe.residuals();
+              for (std::size_t b = 0; b < pipe.plan().buckets().size(); ++b)
+                if (pipe.plan().buckets()[b].compressed) {
+                  feedback_state copy = saved;
+                  for (float x : copy.slice(b).buffer<float>(0)) sq += double(x) * double(x);
+                }
+              return sq;
+            }())));
     }
   });
   test::rethrow_first(errors);

@@ -495,7 +495,7 @@ class pipeline {
     scatter_reduce_allgather_workspace<C> sws{};
     ring_workspace rws{};
     std::size_t encoded_bytes = 0, sent_bytes = 0;
-    double encode_s = 0, exchange_s = 0, apply_s = 0;
+    double encode_s = 0, exchange_s = 0, apply_s = 0, residual_sq = 0;
     std::uint64_t encoded = 0, exchanged = 0, applied = 0;
     explicit bucket_state(optimizer_state<O> s) : ostate(std::move(s)) {}
   };
@@ -845,6 +845,7 @@ class pipeline {
         std::copy(grad.begin(), grad.end(), bk.staged.begin());
         bytes = bk.elements * sizeof(float);
       }
+      double const residual_sq = options_.measure_residual ? residual_squares(b) : 0.0;
       double const secs = seconds_since(t0);
       emit(stage_sample{.which = stage::encode,
                         .step = step,
@@ -858,6 +859,7 @@ class pipeline {
         std::lock_guard lock(m_);
         bk.encoded_bytes = bytes;
         bk.encode_s = secs;
+        bk.residual_sq = residual_sq;
         bk.encoded = step + 1;
       }
       cv_.notify_all();
@@ -949,55 +951,59 @@ class pipeline {
                         .start = at(t0),
                         .seconds = secs,
                         .bytes = bk.elements * sizeof(float)});
-      bool last = false;
+      std::shared_ptr<detail::pipeline::sink_base> sink;
+      step_report rep;
       {
         std::lock_guard lock(m_);
         bk.apply_s = secs;
         bk.applied = w.step + 1;
-        last = std::all_of(buckets_.begin(), buckets_.end(), [&](auto const& x) { return x.applied > w.step; });
-      }
-      if (last) finish_report(w.step);
-      cv_.notify_all();
-    }
-  }
-
-  void finish_report(std::uint64_t step) {
-    step_report rep{.step = step, .rank = t_.rank()};
-    for (auto const& bk : buckets_) {
-      rep.dense_bytes += bk.elements * sizeof(float);
-      rep.encoded_bytes += bk.encoded_bytes;
-      rep.sent_bytes += bk.sent_bytes;
-      rep.encode_seconds += bk.encode_s;
-      rep.exchange_seconds += bk.exchange_s;
-      rep.apply_seconds += bk.apply_s;
-    }
-    rep.compression_ratio =
-        rep.encoded_bytes == 0 ? 0.0 : static_cast<double>(rep.dense_bytes) / static_cast<double>(rep.encoded_bytes);
-    rep.wait_seconds = wait_seconds_.exchange(0.0);
-    if (options_.measure_residual) rep.residual_norm = residual_norm();
-    std::shared_ptr<detail::pipeline::sink_base> sink;
-    {
-      std::lock_guard lock(m_);
-      last_report_ = rep;
-      sink = sink_;
-    }
-    if (sink) sink->record(rep);
-  }
-
-  // L2 norm of every feedback buffer (read after the step's encodes; informative only).
-  [[nodiscard]] double residual_norm() const {
-    double sum = 0;
-    if constexpr (F::state_buffers > 0) {
-      for (std::size_t b = 0; b < buckets_.size(); ++b) {
-        auto const sl = fstate_->slice(b);
-        if (fstate_->precision() == element_type::bf16) {
-          for (auto x : sl.template buffer<Eigen::bfloat16>(0)) sum += double(float(x)) * double(float(x));
-        } else {
-          for (float x : sl.template buffer<float>(0)) sum += double(x) * double(x);
+        if (std::all_of(buckets_.begin(), buckets_.end(), [&](auto const& x) { return x.applied > w.step; })) {
+          rep = report_locked(w.step);  // in the same critical section: a trainer woken by this step sees it
+          sink = sink_;
         }
       }
+      cv_.notify_all();
+      if (sink) sink->record(rep);
     }
-    return std::sqrt(sum);
+  }
+
+  // The step's report, from the buckets' figures; called with m_ held (the encode thread may
+  // already be writing the next step's figures).
+  step_report report_locked(std::uint64_t step) {
+    step_report rep{.step = step, .rank = t_.rank()};
+    {
+      double residual_sq = 0;
+      for (auto const& bk : buckets_) {
+        rep.dense_bytes += bk.elements * sizeof(float);
+        rep.encoded_bytes += bk.encoded_bytes;
+        rep.sent_bytes += bk.sent_bytes;
+        rep.encode_seconds += bk.encode_s;
+        rep.exchange_seconds += bk.exchange_s;
+        rep.apply_seconds += bk.apply_s;
+        residual_sq += bk.residual_sq;
+      }
+      if (options_.measure_residual) rep.residual_norm = std::sqrt(residual_sq);
+      rep.compression_ratio =
+          rep.encoded_bytes == 0 ? 0.0 : static_cast<double>(rep.dense_bytes) / static_cast<double>(rep.encoded_bytes);
+      rep.wait_seconds = wait_seconds_.exchange(0.0);
+      last_report_ = rep;
+    }
+    return rep;
+  }
+
+  // Sum of squares of bucket b's first feedback buffer (the residual), on the encode thread right
+  // after the bucket's encode: one read pass, only with options.measure_residual.
+  [[nodiscard]] double residual_squares(std::size_t b) const {
+    double sum = 0;
+    if constexpr (F::state_buffers > 0) {
+      auto const sl = fstate_->slice(b);
+      if (fstate_->precision() == element_type::bf16) {
+        for (auto x : sl.template buffer<Eigen::bfloat16>(0)) sum += double(float(x)) * double(float(x));
+      } else {
+        for (float x : sl.template buffer<float>(0)) sum += double(x) * double(x);
+      }
+    }
+    return sum;
   }
 
   void emit(stage_sample const& s) {
