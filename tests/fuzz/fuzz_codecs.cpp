@@ -1,6 +1,6 @@
-// libFuzzer target: every codec's decoders on arbitrary bytes. Inputs are tried as they are and
-// with the frame checksum recomputed, so mutations reach each codec's own validation. The only
-// acceptable failure is a sluice::error; sanitizers catch everything else.
+// libFuzzer target: every codec's decoders (decode, decode_add, decode_sparse) on arbitrary bytes. Inputs are tried as
+// they are and with the frame checksum recomputed, so mutations reach each codec's own validation. The only acceptable
+// failure is a sluice::error; sanitizers catch everything else.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -11,11 +11,22 @@
 
 namespace {
 
+// The tensor and step the frame claims (decoders check them against the context), so mutations
+// reach past that check.
+sluice::encode_context context_of(std::span<std::byte const> msg) {
+  sluice::encode_context ctx{.seed = 1};
+  if (msg.size() >= 32) {
+    std::memcpy(&ctx.tensor, msg.data() + 16, 8);
+    std::memcpy(&ctx.step, msg.data() + 24, 8);
+  }
+  return ctx;
+}
+
 template <class C, class T>
 void run(C const& c, std::span<std::byte const> msg, std::size_t n) {
   sluice::codec_workspace<C, T> ws{};
   std::vector<T> dense(n);
-  sluice::encode_context const ctx{.seed = 1};
+  sluice::encode_context const ctx = context_of(msg);
   try {
     c.decode(msg, ctx, ws, std::span<T>(dense));
   } catch (sluice::error const&) {
@@ -44,12 +55,15 @@ void all_codecs(std::span<std::byte const> msg, std::size_t n) {
   run<sluice::block_top_k, T>({}, msg, n);
   run<sluice::block_top_k, T>({.block = 3}, msg, n);
   run<sluice::random_k, T>({.ratio = 0.5}, msg, n);
+  run<sluice::random_k, T>({.ratio = 1e-6}, msg, n);
   run<sluice::sign, T>({}, msg, n);
   run<sluice::sign, T>({.bucket = 5}, msg, n);
   run<sluice::qsgd, T>({}, msg, n);
+  run<sluice::qsgd, T>({.levels = 5, .bucket = 64}, msg, n);
   run<sluice::maxmin_quantize, T>({}, msg, n);
   run<sluice::maxmin_quantize, T>({.bits = 3, .bucket = 100}, msg, n);
   run<sluice::power_sgd, T>({}, msg, n);
+  run<sluice::power_sgd, T>({.rank = 1}, msg, n);
 }
 
 }  // namespace
