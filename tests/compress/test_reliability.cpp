@@ -235,3 +235,30 @@ TEST_CASE("power_sgd state: 16 crafted bytes, flips and odd shapes are malformed
   back.restore(e);
   CHECK(back.q.size() == 0);
 }
+
+TEST_CASE("power_sgd: gradients past 1e19 decode finite (the warm-started product used to overflow)") {
+  std::size_t const rows = 48, cols = 40;
+  std::size_t const shape[2] = {rows, cols};
+  power_sgd const c{.rank = 2};
+  power_sgd::workspace<float> ws;
+  auto const u = gaussian<float>(rows, 1), v = gaussian<float>(cols, 2);
+  for (float scale : {1e25f, 1e37f}) {
+    CAPTURE(scale);
+    std::vector<float> x(rows * cols);
+    for (std::size_t i = 0; i < rows; ++i)
+      for (std::size_t j = 0; j < cols; ++j) x[i * cols + j] = u[i] * v[j] * scale;  // rank 1
+    for (std::uint64_t step = 0; step < 3; ++step) {
+      encode_context const ctx{.seed = 1, .step = step, .shape = shape};
+      auto const y = decode<float>(c, encode(c, x, ws, ctx), x.size(), ws, ctx);
+      double err = 0, ref = 0;
+      bool finite = true;
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        finite = finite && std::isfinite(y[i]);
+        err += std::pow((static_cast<double>(y[i]) - x[i]) / scale, 2);
+        ref += std::pow(static_cast<double>(x[i]) / scale, 2);
+      }
+      CHECK(finite);
+      CHECK(std::sqrt(err) <= 1e-3 * std::sqrt(ref));  // rank(M) = 1 <= r: recovered
+    }
+  }
+}

@@ -150,6 +150,26 @@ struct power_sgd {
       for (std::size_t i = 0; i < n; ++i) ws.m.data()[i] = to_float(in[i]);
       src = ws.m.data();
     }
+    // Gradients beyond 2^32 are scaled by a power of two 2^-e to below 1 first (exact), and 2^e is
+    // given back half to P and half to Q on the wire: in float, M Q overflows to Inf (and P to
+    // NaN) once |M| passes ~1e19 with a warm-started Q. Smaller gradients keep their bits as sent.
+    float amax = 0.0f;
+    for (std::size_t i = 0; i < n; ++i) {
+      float const a = std::abs(src[i]);
+      amax = a > amax ? a : amax;  // NaN is skipped here and sent as it is
+    }
+    int e = 0;
+    if (amax > 0x1p32f && std::isfinite(amax)) {
+      (void)std::frexp(amax, &e);  // amax * 2^-e < 1
+      float const down = std::ldexp(1.0f, -e);
+      if constexpr (std::is_same_v<T, float>) {
+        ws.m.resize(er, ec);
+        for (std::size_t i = 0; i < n; ++i) ws.m.data()[i] = src[i] * down;
+        src = ws.m.data();
+      } else {
+        for (std::size_t i = 0; i < n; ++i) ws.m.data()[i] *= down;
+      }
+    }
     cmap const m(src, er, ec);
     if (ws.q.rows() != ec || ws.q.cols() != r) {
       // Shared start: every rank draws the same Q from (seed, tensor), uniform in [-1, 1).
@@ -166,8 +186,18 @@ struct power_sgd {
     wire::writer w(out, compress_detail::make_header<T>(wire::codec_id::power_sgd, ctx, n, 0));
     std::uint64_t const params[3] = {rows, cols, rank};
     w.write(std::as_bytes(std::span(params)));
-    w.write(std::as_bytes(std::span<float const>(ws.p.data(), rows * rank)));
-    w.write(std::as_bytes(std::span<float const>(ws.q.data(), cols * rank)));
+    auto factor = [&w](matrix const& f, std::size_t count, int up) {
+      if (up == 0) return w.write(std::as_bytes(std::span<float const>(f.data(), count)));
+      float const scale = std::ldexp(1.0f, up);
+      std::byte* const o = w.next().data();
+      for (std::size_t i = 0; i < count; ++i) {
+        float const v = f.data()[i] * scale;
+        std::memcpy(o + 4 * i, &v, 4);
+      }
+      w.commit(4 * count);
+    };
+    factor(ws.p, rows * rank, e / 2);
+    factor(ws.q, cols * rank, e - e / 2);      // ws.q stays scaled: only its direction warm-starts
     if (!ws.q.allFinite()) ws.q.resize(0, 0);  // a non-finite step is sent, never kept as warm start
     return w.finish();
   }
