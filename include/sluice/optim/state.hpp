@@ -179,6 +179,7 @@ class optimizer_state {
     std::span<std::byte const> last;
     (void)r.take(s.last_.size() * 4, last);
     if (!last.empty()) std::memcpy(s.last_.data(), last.data(), last.size());
+    require(r.left() == 0, errc::malformed_message, "{} (tensor {}): {} trailing bytes", what, tensor, r.left());
     for (std::size_t i = 0; i < s.last_.size(); ++i)
       require(s.last_[i] <= step, errc::malformed_message,
               "{} (tensor {}): element {} was last stepped at {}, after the state's step {}", what, tensor, i,
