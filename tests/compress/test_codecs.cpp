@@ -79,7 +79,8 @@ TEST_CASE("stochastic cast to bf16 is unbiased") {
   int const draws = 4000;
   std::vector<double> mean(x.size());
   for (int d = 0; d < draws; ++d) {
-    auto const y = decode<float>(c, encode(c, x, ws, {.seed = 3, .step = static_cast<std::uint64_t>(d)}), x.size(), ws);
+    sluice::encode_context const ctx{.seed = 3, .step = static_cast<std::uint64_t>(d)};
+    auto const y = decode<float>(c, encode(c, x, ws, ctx), x.size(), ws, ctx);
     for (std::size_t i = 0; i < x.size(); ++i) mean[i] += y[i] / draws;
   }
   for (std::size_t i = 0; i < x.size(); ++i) {
@@ -129,8 +130,9 @@ TEST_CASE_TEMPLATE("qsgd is unbiased and within norm/s", T, float, Eigen::half, 
   for (std::size_t i = 0; i < x.size(); ++i) norm[i / 64] += f(x[i]) * f(x[i]);
   for (auto& v : norm) v = std::sqrt(v);
   for (int d = 0; d < draws; ++d) {
-    auto const msg = encode(c, x, ws, {.seed = 8, .step = static_cast<std::uint64_t>(d)});
-    auto const y = decode<T>(c, msg, x.size(), ws);
+    sluice::encode_context const ctx{.seed = 8, .step = static_cast<std::uint64_t>(d)};
+    auto const msg = encode(c, x, ws, ctx);
+    auto const y = decode<T>(c, msg, x.size(), ws, ctx);
     for (std::size_t i = 0; i < x.size(); ++i) {
       double const bound = norm[i / 64] / 3.0 * 1.0001 + std::abs(f(y[i])) * 0x1p-8;
       if (!(std::abs(f(x[i]) - f(y[i])) <= bound)) FAIL("qsgd bound at " << i);
@@ -178,9 +180,9 @@ TEST_CASE_TEMPLATE("random_k: same indices on every rank, new ones every step, u
   }
   CHECK(nonzero == k);
   sparse_buffer<T> sb;
-  c.decode_sparse(std::span<std::byte const>(msg), {.seed = 42, .rank = 9}, b, sb);
+  c.decode_sparse(std::span<std::byte const>(msg), {.seed = 42, .rank = 9, .step = 7, .tensor = 3}, b, sb);
   CHECK(std::equal(ia.begin(), ia.end(), sb.indices().begin(), sb.indices().end()));
-  check_malformed<random_k, T>(c, msg, n, {.seed = 42});
+  check_malformed<random_k, T>(c, msg, n, {.seed = 42, .step = 7, .tensor = 3});
   check_rejects(random_k{.ratio = 0.0}, x);
   check_rejects(random_k{.ratio = 1.01}, x);
 }
@@ -194,8 +196,8 @@ TEST_CASE("random_k picks every element with probability k/n and rescale makes i
   int const draws = 4000;
   std::vector<double> mean(n);
   for (int d = 0; d < draws; ++d) {
-    auto const y =
-        decode<float>(c, encode(c, x, ws, {.seed = 1, .step = static_cast<std::uint64_t>(d)}), n, ws, {.seed = 1});
+    auto const y = decode<float>(c, encode(c, x, ws, {.seed = 1, .step = static_cast<std::uint64_t>(d)}), n, ws,
+                                 {.seed = 1, .step = static_cast<std::uint64_t>(d)});
     for (std::size_t i = 0; i < n; ++i) mean[i] += y[i] / draws;
   }
   // Each draw of element i is x_i * n/k with probability k/n, else 0: variance x_i^2 (n/k - 1).

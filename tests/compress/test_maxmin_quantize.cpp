@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -119,7 +120,8 @@ TEST_CASE("maxmin_quantize round-to-nearest matches the scalar formula bit for b
 }
 
 // Levels on grids where the arithmetic leaves [0, maxq]: a range too wide for fp32 (max - min
-// overflows, unit = inf, inv = 0, (x - min) * inv NaN for the far end) and a subnormal-sized one.
+// overflows: the grid is capped at [min, min + FLT_MAX], (x - min) overflows for the far end) and a
+// subnormal-sized one.
 // Every body must give the levels of the scalar formula (NaN and negatives to 0, above to maxq).
 TEST_CASE("maxmin_quantize levels match the scalar formula on extreme grids") {
   CAPTURE(static_cast<int>(sluice::simd_level()));
@@ -141,7 +143,13 @@ TEST_CASE("maxmin_quantize levels match the scalar formula on extreme grids") {
     for (std::size_t first = 0; first < n; first += c.bucket) {
       float mn = x[first], mx = x[first];
       for (std::size_t j = 1; j < c.bucket; ++j) mn = std::min(mn, x[first + j]), mx = std::max(mx, x[first + j]);
-      float const unit = (mx - mn) / maxq, inv = 1.0f / unit;
+      // The grid as sent: (max - min) / maxq, or for bucket 0 (range past FLT_MAX) the finite
+      // grid [min, min + FLT_MAX].
+      float unit;
+      std::memcpy(&unit, f.sections[1].data() + 8 * (first / c.bucket) + 4, 4);
+      CHECK(std::isfinite(unit * maxq));
+      if (std::isfinite(mx - mn)) CHECK(unit == (mx - mn) / maxq);
+      float const inv = 1.0f / unit;
       for (std::size_t j = 0; j < c.bucket; ++j) {
         float v = std::isfinite(inv) ? (x[first + j] - mn) * inv : (x[first + j] - mn) / unit;
         v = v + 0.5f;
@@ -162,8 +170,9 @@ TEST_CASE("maxmin_quantize stochastic rounding is unbiased and within one unit")
   int const draws = 4000;
   std::vector<double> mean(n, 0.0);
   for (int d = 0; d < draws; ++d) {
-    auto const msg = encode(c, x, ws, {.seed = 5, .rank = 1, .step = static_cast<std::uint64_t>(d)});
-    auto const y = decode<float>(c, msg, n, ws);
+    sluice::encode_context const ctx{.seed = 5, .rank = 1, .step = static_cast<std::uint64_t>(d)};
+    auto const msg = encode(c, x, ws, ctx);
+    auto const y = decode<float>(c, msg, n, ws, ctx);
     if (d < 50) check_bound(c, x, y, 1.0);
     for (std::size_t i = 0; i < n; ++i) mean[i] += y[i] / draws;
   }

@@ -93,7 +93,7 @@ TEST_CASE("power_sgd warm-start state is checkpointed bit-exactly") {
   auto const x2 = gaussian<float>(2000, 6);
   CHECK(encode(c, x2, a, ctx) == encode(c, x2, b, ctx));
   std::vector<std::byte> bad(state.begin(), state.end() - 4);
-  expect_errc([&] { b.restore(bad); }, sluice::errc::invalid_argument);
+  expect_errc([&] { b.restore(bad); }, sluice::errc::malformed_message);
 
   auto const msg = encode(c, x, a, ctx);
   check_malformed<power_sgd, float>(c, msg, x.size(), ctx);

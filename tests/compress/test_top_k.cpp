@@ -177,20 +177,21 @@ TEST_CASE_TEMPLATE("top_k round trip: dense, add-into and sparse", T, float, Eig
     top_k const c{.ratio = 0.05};
     auto const x = gaussian<T>(n, 1);
     top_k::workspace<T> ws;
-    auto const msg = encode(c, x, ws, {.step = 3, .tensor = 4});
-    auto const y = decode<T>(c, msg, n, ws);
+    sluice::encode_context const ctx{.step = 3, .tensor = 4};
+    auto const msg = encode(c, x, ws, ctx);
+    auto const y = decode<T>(c, msg, n, ws, ctx);
     auto const ref = reference_top_k(x, c.keep(n));
     std::vector<T> expect(n, T(0.0f));
     for (auto i : ref) expect[i] = x[i];
     CHECK(y == expect);
 
     std::vector<T> acc(n, T(1.0f));
-    c.decode_add(std::span<std::byte const>(msg), {}, ws, std::span<T>(acc));
+    c.decode_add(std::span<std::byte const>(msg), ctx, ws, std::span<T>(acc));
     for (std::size_t i = 0; i < n; ++i)
       CHECK(static_cast<float>(acc[i]) == static_cast<float>(T(1.0f + static_cast<float>(expect[i]))));
 
     sluice::sparse_buffer<T> sb;
-    c.decode_sparse(std::span<std::byte const>(msg), {}, ws, sb);
+    c.decode_sparse(std::span<std::byte const>(msg), ctx, ws, sb);
     CHECK(sb.extent() == n);
     CHECK(std::vector<std::uint32_t>(sb.indices().begin(), sb.indices().end()) == ref);
     sb.view().validate();

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <string>
 #include <vector>
@@ -15,6 +16,10 @@ namespace sluice::test {
 
 template <class Index>
 void reference_decode_sorted_indices(std::span<std::byte const> in, std::size_t extent, std::span<Index> out) {
+  // Indices must fit Index: the extent is capped at its range (as the library caps it).
+  if constexpr (sizeof(Index) < sizeof(std::uint64_t))
+    if (extent > std::uint64_t{std::numeric_limits<Index>::max()} + 1)
+      extent = static_cast<std::size_t>(std::uint64_t{std::numeric_limits<Index>::max()} + 1);
   std::size_t pos = 0;
   std::uint64_t prev = 0;
   std::byte const* const p = in.data();

@@ -2,6 +2,7 @@
 // damaged or mismatched checkpoints, and residuals that survive a change of bucket plan.
 #include <doctest/doctest.h>
 
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -165,4 +166,39 @@ TEST_CASE("residuals survive a change of bucket plan (per-tensor state, chunked 
     for (std::size_t i = 0; i < extents[k]; ++i)
       worst = std::max(worst, std::abs(sent[k][i] + s.value(k, 0, i) - total[k][i]));
   CHECK(worst < 1e-4);
+}
+
+TEST_CASE("feedback checkpoints use the shared record format and refuse impossible fields behind a valid checksum") {
+  std::vector<std::size_t> const extents{8};
+  sluice::residual const f;
+  sluice::feedback_state s(f, extents);
+  auto const good = s.save();
+  // The same envelope as every saved state: magic, version, fields, stable_hash of the rest.
+  std::uint64_t sum = 0;
+  std::memcpy(&sum, good.data() + good.size() - 8, 8);
+  CHECK(sum == sluice::serial::stable_hash(std::span(good).first(good.size() - 8)));
+  auto edited = [&](std::size_t at, std::uint8_t v) {
+    auto b = good;
+    b[at] = std::byte{v};
+    std::uint64_t const h = sluice::serial::stable_hash(std::span(b).first(b.size() - 8));
+    std::memcpy(b.data() + b.size() - 8, &h, 8);
+    return b;
+  };
+  sluice::feedback_state target(f, extents);
+  auto malformed = [&](std::vector<std::byte> const& b) {
+    try {
+      target.restore(b);
+    } catch (sluice::error const& e) {
+      return e.kind() == sluice::errc::malformed_message;
+    }
+    return false;
+  };
+  // Offsets: 0 magic, 4 version, 6 kind, 8 precision, 9 buffers, 10 u16 0, 12 tensors, 20 warm-up
+  // steps, 28 start, 36 stages, 44 shape, 45..51 reserved, 52 report (4 x u64), 84 tensor #0.
+  CHECK(malformed(edited(10, 1)));       // reserved u16
+  CHECK(malformed(edited(47, 1)));       // reserved warm-up bytes
+  CHECK(malformed(edited(84 + 12, 1)));  // reserved u32 of tensor #0
+  CHECK(malformed(edited(60, 7)));       // a last skipped step with no skip counted
+  CHECK(malformed(edited(4, 2)));        // another version
+  CHECK(target == sluice::feedback_state(f, extents));
 }

@@ -46,7 +46,7 @@ TEST_CASE_TEMPLATE("save/restore is bit-exact and training continues identically
         CHECK(bytes.size() == s.saved_bytes());
         // Image: 30-byte header, then moment 0's n values, moment 1's n values, then the counters.
         std::size_t const elem = states == element_type::f32 ? 4 : 2, nm = o.layout().moments;
-        CHECK(bytes.size() == 30 + nm * n * elem + (mode == sparse_mode::catch_up ? 4 * n : 0));
+        CHECK(bytes.size() == 30 + nm * n * elem + (mode == sparse_mode::catch_up ? 4 * n : 0) + 8);  // + checksum
         for (std::size_t k = 0; k < nm; ++k)
           for (std::size_t i : {std::size_t{0}, n / 2, n - 1}) {
             std::uint32_t bits = 0;
@@ -162,4 +162,101 @@ TEST_CASE("an empty tensor steps without touching anything") {
   o.step(s, p, g);
   o.flush(s, p);
   CHECK(s.step() == 1);
+}
+
+namespace {
+// Recomputes the checksum of a saved state after a deliberate edit (core/serial.hpp's format).
+void reseal(std::vector<std::byte>& b) {
+  std::uint64_t const h = serial::stable_hash(std::span<std::byte const>(b.data(), b.size() - 8));
+  std::memcpy(b.data() + b.size() - 8, &h, 8);
+}
+template <class V>
+void poke(std::vector<std::byte>& b, std::size_t at, V v) {
+  std::memcpy(b.data() + at, &v, sizeof v);
+  reseal(b);
+}
+void expect_malformed(auto&& f) {
+  try {
+    f();
+    FAIL("expected sluice::error");
+  } catch (sluice::error const& e) {
+    CHECK_MESSAGE(e.kind() == errc::malformed_message, e.what());
+  }
+}
+}  // namespace
+
+TEST_CASE("every single-byte flip of a saved optimizer state is refused (checksum)") {
+  adam const o{};
+  optimizer_state<adam> s(o, 37, 4);
+  auto p = random_floats(37, 2);
+  o.step(s, p, random_floats(37, 3));
+  auto const good = s.save();
+  CHECK(good.size() == s.saved_bytes());
+  optimizer_state<adam> r(o, 37, 4);
+  auto const before = r;
+  for (std::size_t i = 0; i < good.size(); ++i) {
+    auto bad = good;
+    bad[i] ^= std::byte{0x10};  // moments, step, tensor id, header or checksum
+    expect_malformed([&] { r.restore(bad); });
+  }
+  CHECK(r == before);
+  r.restore(good);
+  CHECK(r == s);
+}
+
+TEST_CASE("impossible optimizer states are refused even with a valid checksum") {
+  adam const o{};
+  optimizer_state<adam> s(o, 8, 1);
+  auto p = random_floats(8, 2);
+  o.step(s, p, random_floats(8, 3));
+  auto const good = s.save();
+  optimizer_state<adam> r(o, 8, 1);
+  auto bad = good;
+  poke(bad, 9, std::uint8_t{1});  // reserved byte
+  expect_malformed([&] { r.restore(bad); });
+  bad = good;
+  poke(bad, 14, std::uint64_t{1} << 39);  // an element count the bytes do not hold
+  expect_malformed([&] { r.restore(bad); });
+  bad = good;
+  poke(bad, 30 + 8 * 4 + 3 * 4, -1.0f);  // negative second moment of element 3
+  expect_malformed([&] { r.restore(bad); });
+
+  adam c{};
+  c.sparse = sparse_mode::catch_up;
+  optimizer_state<adam> sc(c, 8, 1);
+  auto const cg = sc.save();
+  bad = cg;
+  poke(bad, 22, std::uint64_t{1} << 32);  // past the 32-bit per-entry counters
+  optimizer_state<adam> rc(c, 8, 1);
+  expect_malformed([&] { rc.restore(bad); });
+  bad = cg;
+  poke(bad, cg.size() - 8 - 4, std::uint32_t{5});  // an entry stepped after the state (step 0)
+  expect_malformed([&] { rc.restore(bad); });
+}
+
+TEST_CASE("a step counter at its limit throws instead of wrapping") {
+  adam const o{};
+  optimizer_state<adam> s(o, 16, 2);
+  auto bytes = s.save();
+  poke(bytes, 22, std::numeric_limits<std::uint64_t>::max());
+  s.restore(bytes);
+  CHECK(s.step() == std::numeric_limits<std::uint64_t>::max());
+  auto p = random_floats(16, 1);
+  auto const p0 = p;
+  auto const g = random_floats(16, 2);
+  CHECK_THROWS_AS(o.step(s, p, g), sluice::error);
+  CHECK(p == p0);  // nothing written, no NaN
+  CHECK(s.step() == std::numeric_limits<std::uint64_t>::max());
+  std::vector<tensor_step<adam>> items{{&s, std::span<float>(p), std::span<float const>(g)}};
+  CHECK_THROWS_AS(step_all(o, std::span<tensor_step<adam> const>(items)), sluice::error);
+  CHECK(p == p0);
+
+  adam c{};
+  c.sparse = sparse_mode::catch_up;
+  optimizer_state<adam> sc(c, 16, 2);
+  bytes = sc.save();
+  poke(bytes, 22, optimizer_state<adam>::max_catch_up_step);
+  sc.restore(bytes);
+  CHECK_THROWS_AS(c.step(sc, p, g), sluice::error);
+  CHECK(p == p0);
 }

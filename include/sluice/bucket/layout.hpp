@@ -49,7 +49,8 @@ class layout {
   layout() = default;
 
   /// Appends a tensor. errc::invalid_argument for an empty or duplicate name, or a shape whose
-  /// element count overflows size_t; nothing is added then.
+  /// bytes (or the layout's total bytes) overflow size_t; nothing is added then. So bytes(),
+  /// elements() and total_elements() never wrap, for a layout received from a peer too.
   layout& add(std::string name, std::vector<std::size_t> shape, element_type element = element_type::f32) {
     require(!name.empty(), errc::invalid_argument, "layout: tensor #{} has an empty name", tensors_.size());
     require(!index_.contains(name), errc::invalid_argument, "layout: tensor name '{}' appears twice (#{} and #{})",
@@ -60,7 +61,12 @@ class layout {
               "layout: tensor '{}' has a shape whose element count overflows", name);
       n *= d;
     }
+    std::size_t const es = size_of(element);
+    require(n <= std::numeric_limits<std::size_t>::max() / es &&
+                n * es <= std::numeric_limits<std::size_t>::max() - total_bytes_,
+            errc::invalid_argument, "layout: tensor '{}' of {} elements overflows the layout's byte count", name, n);
     index_.emplace(name, tensors_.size());
+    total_bytes_ += n * es;
     tensors_.push_back({std::move(name), std::move(shape), element});
     return *this;
   }
@@ -195,6 +201,7 @@ class layout {
   static constexpr std::uint32_t serial_magic = 0x594C4C53u;  // "SLLY"
   std::vector<tensor_desc> tensors_;
   std::unordered_map<std::string, std::size_t> index_;
+  std::size_t total_bytes_ = 0;  // sum of bytes(), checked in add()
 };
 
 /// Compares two ranks' serialized layouts and throws errc::size_mismatch naming the first tensor

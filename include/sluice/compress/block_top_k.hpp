@@ -227,22 +227,23 @@ struct block_top_k {
 
   /// Overwrites `dense` with the decoded tensor (zeros outside the kept blocks).
   template <Element T>
-  void decode(std::span<std::byte const> msg, encode_context const&, workspace<T>& ws, std::span<T> dense) const {
-    apply(msg, ws, dense, false);
+  void decode(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws, std::span<T> dense) const {
+    apply(msg, ctx, ws, dense, false);
   }
 
   /// Adds the decoded tensor into `dense`.
   template <Element T>
-  void decode_add(std::span<std::byte const> msg, encode_context const&, workspace<T>& ws, std::span<T> dense) const {
-    apply(msg, ws, dense, true);
+  void decode_add(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
+                  std::span<T> dense) const {
+    apply(msg, ctx, ws, dense, true);
   }
 
   /// Decodes to a sparse_buffer with block_size = block (values of a partial last block past the
   /// extent are padding). The extent is the frame's.
   template <Element T>
-  void decode_sparse(std::span<std::byte const> msg, encode_context const&, workspace<T>& ws,
+  void decode_sparse(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
                      sparse_buffer<T>& out) const {
-    auto const f = read(msg, compress_detail::any_extent, ws.indices, sizeof(T), element_type_of<T>);
+    auto const f = read(msg, ctx, compress_detail::any_extent, ws.indices, sizeof(T), element_type_of<T>);
     out.reset(f.extent, block);
     out.resize_for_overwrite(f.count);
     std::copy_n(ws.indices.begin(), f.count, out.indices().begin());
@@ -255,14 +256,10 @@ struct block_top_k {
     std::span<std::byte const> values;
   };
 
-  view read(std::span<std::byte const> msg, std::size_t extent, std::vector<std::uint32_t>& idx, std::size_t vbytes,
-            element_type et) const {
+  view read(std::span<std::byte const> msg, encode_context const& ctx, std::size_t extent,
+            std::vector<std::uint32_t>& idx, std::size_t vbytes, element_type et) const {
     validate();
-    wire::frame const f = wire::parse(msg, [&] {
-      wire::expectation e{.codec = wire::codec_id::block_top_k, .element = et, .sections = 3};
-      if (extent != compress_detail::any_extent) e.extent = extent;
-      return e;
-    }());
+    wire::frame const f = compress_detail::parse_frame<float>(msg, wire::codec_id::block_top_k, extent, 3, ctx, et);
     std::size_t const n = compress_detail::checked_extent(f, "block_top_k");
     auto const p = f.sections[0];
     require(p.size() == 8, errc::malformed_message, "block_top_k: parameter section has {} bytes, expected 8",
@@ -283,8 +280,9 @@ struct block_top_k {
   }
 
   template <Element T>
-  void apply(std::span<std::byte const> msg, workspace<T>& ws, std::span<T> dense, bool add) const {
-    auto const f = read(msg, dense.size(), ws.indices, sizeof(T), element_type_of<T>);
+  void apply(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws, std::span<T> dense,
+             bool add) const {
+    auto const f = read(msg, ctx, dense.size(), ws.indices, sizeof(T), element_type_of<T>);
     std::size_t const n = dense.size();
     if (!add) std::fill(dense.begin(), dense.end(), T(0.0f));
     auto const ix = std::span<std::uint32_t const>(ws.indices).first(f.count);

@@ -74,24 +74,24 @@ struct cast {
 
   /// Overwrites `dense` with the decoded values.
   template <Element T>
-  void decode(std::span<std::byte const> msg, encode_context const&, codec_workspace<cast, T>&,
+  void decode(std::span<std::byte const> msg, encode_context const& ctx, codec_workspace<cast, T>&,
               std::span<T> dense) const {
-    apply(msg, dense, false);
+    apply(msg, ctx, dense, false);
   }
 
   /// Adds the decoded values into `dense`.
   template <Element T>
-  void decode_add(std::span<std::byte const> msg, encode_context const&, codec_workspace<cast, T>&,
+  void decode_add(std::span<std::byte const> msg, encode_context const& ctx, codec_workspace<cast, T>&,
                   std::span<T> dense) const {
-    apply(msg, dense, true);
+    apply(msg, ctx, dense, true);
   }
 
  private:
   template <Element T>
-  void apply(std::span<std::byte const> msg, std::span<T> dense, bool add) const {
+  void apply(std::span<std::byte const> msg, encode_context const& ctx, std::span<T> dense, bool add) const {
     validate();
     std::size_t const n = dense.size();
-    wire::frame const f = compress_detail::parse_frame<T>(msg, wire::codec_id::cast, n, 1, to);
+    wire::frame const f = compress_detail::parse_frame<T>(msg, wire::codec_id::cast, n, 1, ctx, to);
     require(f.sections[0].size() == n * size_of(to), errc::malformed_message,
             "cast: values section has {} bytes, expected {}", f.sections[0].size(), n * size_of(to));
     std::byte const* const s = f.sections[0].data();

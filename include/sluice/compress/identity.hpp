@@ -39,17 +39,17 @@ struct identity {
 
   /// Overwrites `dense` with the sent values.
   template <Element T>
-  void decode(std::span<std::byte const> msg, encode_context const&, codec_workspace<identity, T>&,
+  void decode(std::span<std::byte const> msg, encode_context const& ctx, codec_workspace<identity, T>&,
               std::span<T> dense) const {
-    auto const v = values<T>(msg, dense.size());
+    auto const v = values<T>(msg, dense.size(), ctx);
     if (!v.empty()) std::memcpy(dense.data(), v.data(), v.size());
   }
 
   /// Adds the sent values into `dense`.
   template <Element T>
-  void decode_add(std::span<std::byte const> msg, encode_context const&, codec_workspace<identity, T>&,
+  void decode_add(std::span<std::byte const> msg, encode_context const& ctx, codec_workspace<identity, T>&,
                   std::span<T> dense) const {
-    auto const v = values<T>(msg, dense.size());
+    auto const v = values<T>(msg, dense.size(), ctx);
     for (std::size_t i = 0; i < dense.size(); ++i) {
       T x;
       std::memcpy(&x, v.data() + i * sizeof(T), sizeof(T));
@@ -59,8 +59,8 @@ struct identity {
 
  private:
   template <Element T>
-  static std::span<std::byte const> values(std::span<std::byte const> msg, std::size_t n) {
-    wire::frame const f = compress_detail::parse_frame<T>(msg, wire::codec_id::identity, n, 1);
+  static std::span<std::byte const> values(std::span<std::byte const> msg, std::size_t n, encode_context const& ctx) {
+    wire::frame const f = compress_detail::parse_frame<T>(msg, wire::codec_id::identity, n, 1, ctx);
     require(f.sections[0].size() == n * sizeof(T), errc::malformed_message,
             "identity: values section has {} bytes, expected {}", f.sections[0].size(), n * sizeof(T));
     return f.sections[0];

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -130,30 +131,34 @@ struct maxmin_quantize {
 
   /// Overwrites `dense` with the decoded tensor.
   template <Element T>
-  void decode(std::span<std::byte const> msg, encode_context const&, codec_workspace<maxmin_quantize, T>&,
+  void decode(std::span<std::byte const> msg, encode_context const& ctx, codec_workspace<maxmin_quantize, T>&,
               std::span<T> dense) const {
-    apply(msg, dense, false);
+    apply(msg, ctx, dense, false);
   }
 
   /// Adds the decoded tensor into `dense`.
   template <Element T>
-  void decode_add(std::span<std::byte const> msg, encode_context const&, codec_workspace<maxmin_quantize, T>&,
+  void decode_add(std::span<std::byte const> msg, encode_context const& ctx, codec_workspace<maxmin_quantize, T>&,
                   std::span<T> dense) const {
-    apply(msg, dense, true);
+    apply(msg, ctx, dense, true);
   }
 
  private:
   template <Element T>
-  void apply(std::span<std::byte const> msg, std::span<T> dense, bool add) const {
+  void apply(std::span<std::byte const> msg, encode_context const& ctx, std::span<T> dense, bool add) const {
     validate();
     std::size_t const n = dense.size(), nb = bucket_count(n);
-    wire::frame const f = compress_detail::parse_frame<T>(msg, wire::codec_id::maxmin_quantize, n, 3);
+    wire::frame const f = compress_detail::parse_frame<T>(msg, wire::codec_id::maxmin_quantize, n, 3, ctx);
     auto const p = f.sections[0];
     require(p.size() == 16, errc::malformed_message, "maxmin_quantize: parameter section has {} bytes, expected 16",
             p.size());
     require(compress_detail::param_u32(p, 0) == bits && compress_detail::param_u32(p, 1) == bucket,
             errc::malformed_message, "maxmin_quantize: frame has {} bits and bucket {}, this decoder {} and {}",
             compress_detail::param_u32(p, 0), compress_detail::param_u32(p, 1), bits, bucket);
+    require(
+        compress_detail::param_u32(p, 2) <= 1 && compress_detail::param_u32(p, 3) == 0, errc::malformed_message,
+        "maxmin_quantize: rounding parameter {} (0 or 1) or reserved parameter {} (0) is not what an encoder writes",
+        compress_detail::param_u32(p, 2), compress_detail::param_u32(p, 3));
     require(f.sections[1].size() == 8 * nb, errc::malformed_message,
             "maxmin_quantize: range section has {} bytes, expected {}", f.sections[1].size(), 8 * nb);
     require(f.sections[2].size() == compress_detail::packed_bytes(n, bits), errc::malformed_message,
@@ -161,6 +166,15 @@ struct maxmin_quantize {
             compress_detail::packed_bytes(n, bits));
     std::byte const* const ranges = f.sections[1].data();
     std::byte const* const packed = f.sections[2].data();
+    float const top = static_cast<float>((1u << bits) - 1u);
+    for (std::size_t b = 0; b < nb; ++b) {
+      compress_detail::maxmin_range r;
+      std::memcpy(&r.min, ranges + 8 * b, 4);
+      std::memcpy(&r.unit, ranges + 8 * b + 4, 4);
+      compress_detail::check_scale(r.unit, b, "maxmin_quantize", "unit");
+      require(!std::isinf(r.min) && std::isfinite(r.unit * top), errc::malformed_message,
+              "maxmin_quantize: grid of bucket {} (min {}, unit {}) is not finite", b, r.min, r.unit);
+    }
     parallel_chunks(nb, 32, [&](std::size_t bb, std::size_t be, int) {
       std::array<std::uint8_t, 4096> codes;
       for (std::size_t b = bb; b < be; ++b) {

@@ -18,6 +18,7 @@
 #include <sluice/compress/concepts.hpp>
 #include <sluice/compress/detail/common.hpp>
 #include <sluice/core/random.hpp>
+#include <sluice/core/serial.hpp>
 
 namespace sluice {
 
@@ -38,6 +39,9 @@ struct power_sgd {
 
   using matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
+  /// Magic of a saved warm start ("SPSG").
+  static constexpr std::uint32_t state_magic = 0x47535053u;
+
   /// Per-tensor state (Q, checkpointable) and scratch.
   template <Element T>
   struct workspace {
@@ -49,27 +53,39 @@ struct power_sgd {
 
     /// Bytes save() writes.
     [[nodiscard]] std::size_t state_bytes() const noexcept {
-      return 16 + static_cast<std::size_t>(q.size()) * sizeof(float);
+      return serial::record_overhead + 16 + static_cast<std::size_t>(q.size()) * sizeof(float);
     }
-    /// Writes {u64 rows of Q, u64 cols of Q, Q as f32}; errc::size_mismatch if `out` is short.
+    /// Writes the warm start as a record of the shared persistence format (core/serial.hpp):
+    /// u32 "SPSG", u16 version 1, u64 rows of Q, u64 cols of Q, Q as f32 (row-major), u64
+    /// checksum. errc::size_mismatch if `out` is shorter than state_bytes().
     void save(std::span<std::byte> out) const {
       require(out.size() >= state_bytes(), errc::size_mismatch, "power_sgd: state needs {} bytes, got {}",
               state_bytes(), out.size());
-      std::uint64_t const dims[2] = {static_cast<std::uint64_t>(q.rows()), static_cast<std::uint64_t>(q.cols())};
-      std::memcpy(out.data(), dims, 16);
-      if (q.size() != 0) std::memcpy(out.data() + 16, q.data(), static_cast<std::size_t>(q.size()) * sizeof(float));
+      std::vector<std::byte> rec;
+      rec.reserve(state_bytes());
+      serial::start_record(rec, state_magic, 1);
+      serial::put(rec, static_cast<std::uint64_t>(q.rows()));
+      serial::put(rec, static_cast<std::uint64_t>(q.cols()));
+      serial::append(rec, std::as_bytes(std::span<float const>(q.data(), static_cast<std::size_t>(q.size()))));
+      serial::seal(rec);
+      std::memcpy(out.data(), rec.data(), rec.size());
     }
-    /// Restores what save() wrote, bit-exactly; errc::invalid_argument on inconsistent bytes.
+    /// Restores what save() wrote, bit-exactly. errc::malformed_message (as for every saved state)
+    /// for damaged bytes or a shape that is not a rank-1..1024 warm start (or empty); on error
+    /// nothing changes.
     void restore(std::span<std::byte const> in) {
-      require(in.size() >= 16, errc::invalid_argument, "power_sgd: state of {} bytes is truncated", in.size());
-      std::uint64_t dims[2];
-      std::memcpy(dims, in.data(), 16);
-      require(dims[1] <= 1024 && (dims[1] == 0 || dims[0] <= (in.size() - 16) / sizeof(float) / dims[1]) &&
-                  in.size() == 16 + dims[0] * dims[1] * sizeof(float),
-              errc::invalid_argument, "power_sgd: state of {} bytes does not hold a {} x {} matrix", in.size(), dims[0],
-              dims[1]);
-      q.resize(static_cast<Eigen::Index>(dims[0]), static_cast<Eigen::Index>(dims[1]));
-      if (q.size() != 0) std::memcpy(q.data(), in.data() + 16, static_cast<std::size_t>(q.size()) * sizeof(float));
+      auto r = serial::open_record(in, state_magic, 1, "power_sgd state");
+      std::uint64_t rows = 0, cols = 0;
+      require(r.get(rows) && r.get(cols), errc::malformed_message, "power_sgd state: truncated shape");
+      bool const empty = rows == 0 && cols == 0;
+      // Bounded by the bytes present before anything is sized.
+      require(empty || (cols >= 1 && cols <= 1024 && rows >= 1 && rows <= r.left() / sizeof(float) / cols &&
+                        r.left() == rows * cols * sizeof(float)),
+              errc::malformed_message, "power_sgd state: {} bytes do not hold a {} x {} warm start (rank 1..1024)",
+              r.left(), rows, cols);
+      require(empty ? r.left() == 0 : true, errc::malformed_message, "power_sgd state: {} trailing bytes", r.left());
+      q.resize(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
+      if (q.size() != 0) std::memcpy(q.data(), in.data() + serial::record_head_bytes + 16, r.left());
     }
   };
 
@@ -134,6 +150,26 @@ struct power_sgd {
       for (std::size_t i = 0; i < n; ++i) ws.m.data()[i] = to_float(in[i]);
       src = ws.m.data();
     }
+    // Gradients beyond 2^32 are scaled by a power of two 2^-e to below 1 first (exact), and 2^e is
+    // given back half to P and half to Q on the wire: in float, M Q overflows to Inf (and P to
+    // NaN) once |M| passes ~1e19 with a warm-started Q. Smaller gradients keep their bits as sent.
+    float amax = 0.0f;
+    for (std::size_t i = 0; i < n; ++i) {
+      float const a = std::abs(src[i]);
+      amax = a > amax ? a : amax;  // NaN is skipped here and sent as it is
+    }
+    int e = 0;
+    if (amax > 0x1p32f && std::isfinite(amax)) {
+      (void)std::frexp(amax, &e);  // amax * 2^-e < 1
+      float const down = std::ldexp(1.0f, -e);
+      if constexpr (std::is_same_v<T, float>) {
+        ws.m.resize(er, ec);
+        for (std::size_t i = 0; i < n; ++i) ws.m.data()[i] = src[i] * down;
+        src = ws.m.data();
+      } else {
+        for (std::size_t i = 0; i < n; ++i) ws.m.data()[i] *= down;
+      }
+    }
     cmap const m(src, er, ec);
     if (ws.q.rows() != ec || ws.q.cols() != r) {
       // Shared start: every rank draws the same Q from (seed, tensor), uniform in [-1, 1).
@@ -150,20 +186,31 @@ struct power_sgd {
     wire::writer w(out, compress_detail::make_header<T>(wire::codec_id::power_sgd, ctx, n, 0));
     std::uint64_t const params[3] = {rows, cols, rank};
     w.write(std::as_bytes(std::span(params)));
-    w.write(std::as_bytes(std::span<float const>(ws.p.data(), rows * rank)));
-    w.write(std::as_bytes(std::span<float const>(ws.q.data(), cols * rank)));
+    auto factor = [&w](matrix const& f, std::size_t count, int up) {
+      if (up == 0) return w.write(std::as_bytes(std::span<float const>(f.data(), count)));
+      float const scale = std::ldexp(1.0f, up);
+      std::byte* const o = w.next().data();
+      for (std::size_t i = 0; i < count; ++i) {
+        float const v = f.data()[i] * scale;
+        std::memcpy(o + 4 * i, &v, 4);
+      }
+      w.commit(4 * count);
+    };
+    factor(ws.p, rows * rank, e / 2);
+    factor(ws.q, cols * rank, e - e / 2);      // ws.q stays scaled: only its direction warm-starts
     if (!ws.q.allFinite()) ws.q.resize(0, 0);  // a non-finite step is sent, never kept as warm start
     return w.finish();
   }
 
   template <Element T>
-  void decode(std::span<std::byte const> msg, encode_context const&, workspace<T>& ws, std::span<T> dense) const {
-    apply(msg, ws, dense, false);
+  void decode(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws, std::span<T> dense) const {
+    apply(msg, ctx, ws, dense, false);
   }
 
   template <Element T>
-  void decode_add(std::span<std::byte const> msg, encode_context const&, workspace<T>& ws, std::span<T> dense) const {
-    apply(msg, ws, dense, true);
+  void decode_add(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
+                  std::span<T> dense) const {
+    apply(msg, ctx, ws, dense, true);
   }
 
   /// Modified Gram-Schmidt on the columns of p, each projection removed twice ("twice is
@@ -186,11 +233,12 @@ struct power_sgd {
 
  private:
   template <Element T>
-  void apply(std::span<std::byte const> msg, workspace<T>& ws, std::span<T> dense, bool add) const {
+  void apply(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws, std::span<T> dense,
+             bool add) const {
     validate();
     std::size_t const n = dense.size();
-    wire::frame const f =
-        wire::parse(msg, {.codec = wire::codec_id::power_sgd, .element = element_type_of<T>, .extent = n});
+    wire::frame const f = compress_detail::parse_frame<T>(msg, wire::codec_id::power_sgd, n,
+                                                          compress_detail::any_sections, ctx, element_type_of<T>, 1);
     if (f.head.flags == 1) {
       require(f.section_count == 1 && f.sections[0].size() == n * sizeof(T), errc::malformed_message,
               "power_sgd: dense frame does not hold {} values", n);
@@ -208,6 +256,7 @@ struct power_sgd {
     std::size_t const dims[2] = {static_cast<std::size_t>(params[0]), static_cast<std::size_t>(params[1])};
     auto const [rows, cols] = matrix_shape(n, std::span<std::size_t const>(dims, 2));
     std::uint64_t const r = params[2];
+    require(r == rank, errc::malformed_message, "power_sgd: frame of rank {}, this decoder has rank {}", r, rank);
     require(rows != 0 && r >= 1 && r <= 1024 && f.sections[1].size() / 4 / r == rows &&
                 f.sections[1].size() == rows * r * 4 && f.sections[2].size() == cols * r * 4,
             errc::malformed_message, "power_sgd: factors do not match a {} x {} matrix of rank {}", params[0],

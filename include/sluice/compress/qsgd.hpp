@@ -3,11 +3,14 @@
 // the decoded tensor is an unbiased estimate of the input.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <limits>
 #include <span>
 
 #include <fmt/format.h>
@@ -25,7 +28,8 @@ namespace sluice {
 /// l in [0, s]), tightly packed. Decoded value: sign * norm * l / s. Unbiased (E[decoded] = x);
 /// |x - decoded| < norm / s. Codes are fixed width (the paper's Elias coding is not used: it
 /// would make the frame size data-dependent and the decoder sequential). A bucket holding NaN or
-/// Inf decodes to NaN.
+/// Inf decodes to NaN; finite values never do (the norm is computed in double, and one above
+/// max_norm is sent as max_norm: still unbiased, error < max_norm / s).
 struct qsgd {
   using codec_concept = codec_tag;
   static constexpr bool is_quantizer = true;
@@ -35,6 +39,9 @@ struct qsgd {
   std::size_t bucket = 512;  ///< elements per norm, in [1, 4096]
 
   friend bool operator==(qsgd const&, qsgd const&) = default;
+
+  /// The largest norm sent: norm * (l / s) never rounds past FLT_MAX below it.
+  static constexpr float max_norm = 0x1.ffff00p127f;
 
   /// Bits per element: a sign and a level in [0, s].
   [[nodiscard]] unsigned code_bits() const noexcept { return 1u + static_cast<unsigned>(std::bit_width(levels)); }
@@ -59,12 +66,18 @@ struct qsgd {
   template <Element T>
   float encode_bucket(T const* x, std::size_t len, random_stream const& stream, std::size_t first,
                       std::uint8_t* codes) const noexcept {
-    float sq = 0.0f;
+    // The sum of squares in double: in float it overflows once the norm passes ~1.8e19. A norm
+    // beyond max_norm (finite values near FLT_MAX) is sent as max_norm: any scale >= max |x| keeps
+    // the levels unbiased, and decoded values stay finite.
+    double sq = 0.0;
     for (std::size_t j = 0; j < len; ++j) {
-      float const v = to_float(x[j]);
+      double const v = static_cast<double>(to_float(x[j]));
       sq += v * v;
     }
-    float const norm = std::sqrt(sq);
+    double const wide = std::sqrt(sq);
+    float const norm = !std::isfinite(wide)                    ? std::numeric_limits<float>::quiet_NaN()
+                       : wide <= static_cast<double>(max_norm) ? static_cast<float>(wide)
+                                                               : max_norm;
     float const s = static_cast<float>(levels);
     for (std::size_t j = 0; j < len; ++j) {
       float const v = to_float(x[j]);
@@ -100,30 +113,50 @@ struct qsgd {
   }
 
   template <Element T>
-  void decode(std::span<std::byte const> msg, encode_context const&, codec_workspace<qsgd, T>&,
+  void decode(std::span<std::byte const> msg, encode_context const& ctx, codec_workspace<qsgd, T>&,
               std::span<T> dense) const {
-    apply(msg, dense, false);
+    apply(msg, ctx, dense, false);
   }
 
   template <Element T>
-  void decode_add(std::span<std::byte const> msg, encode_context const&, codec_workspace<qsgd, T>&,
+  void decode_add(std::span<std::byte const> msg, encode_context const& ctx, codec_workspace<qsgd, T>&,
                   std::span<T> dense) const {
-    apply(msg, dense, true);
+    apply(msg, ctx, dense, true);
   }
 
  private:
+  /// errc::malformed_message naming the element when a level code exceeds s.
+  void check_levels(std::size_t n, unsigned bits, std::byte const* packed) const {
+    std::array<std::uint8_t, compress_detail::max_bucket> codes;
+    for (std::size_t first = 0; first < n; first += bucket) {
+      std::size_t const len = std::min(bucket, n - first);
+      compress_detail::unpack_codes_at(packed, len, bits, first * bits, codes.data());
+      for (std::size_t j = 0; j < len; ++j)
+        require((codes[j] >> 1) <= levels, errc::malformed_message,
+                "qsgd: level code {} of element {} exceeds the {} levels", codes[j] >> 1, first + j, levels);
+    }
+  }
+
   template <Element T>
-  void apply(std::span<std::byte const> msg, std::span<T> dense, bool add) const {
+  void apply(std::span<std::byte const> msg, encode_context const& ctx, std::span<T> dense, bool add) const {
     validate();
     std::size_t const n = dense.size(), nb = bucket_count(n);
     unsigned const bits = code_bits();
-    wire::frame const f = compress_detail::parse_frame<T>(msg, wire::codec_id::qsgd, n, 3);
+    wire::frame const f = compress_detail::parse_frame<T>(msg, wire::codec_id::qsgd, n, 3, ctx);
     require(f.sections[0].size() == 8 && compress_detail::param_u32(f.sections[0], 0) == levels &&
                 compress_detail::param_u32(f.sections[0], 1) == bucket,
             errc::malformed_message, "qsgd: parameter section does not match levels {} and bucket {}", levels, bucket);
     require(f.sections[1].size() == 4 * nb && f.sections[2].size() == compress_detail::packed_bytes(n, bits),
             errc::malformed_message, "qsgd: sections of {} and {} bytes, expected {} and {}", f.sections[1].size(),
             f.sections[2].size(), 4 * nb, compress_detail::packed_bytes(n, bits));
+    for (std::size_t b = 0; b < nb; ++b) {
+      float s;
+      std::memcpy(&s, f.sections[1].data() + 4 * b, 4);
+      compress_detail::check_scale(s, b, "qsgd", "norm");
+    }
+    // With s = 2^k - 1 every code of the width is a valid level; otherwise codes above s (which
+    // would decode beyond the error bound) are looked for before anything is written.
+    if ((levels & (levels + 1)) != 0) check_levels(n, bits, f.sections[2].data());
     float const inv_s = 1.0f / static_cast<float>(levels);
     compress_detail::decode_buckets<1>(
         n, bucket, bits, f.sections[1].data(), f.sections[2].data(),

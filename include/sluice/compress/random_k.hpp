@@ -3,6 +3,7 @@
 // the values travel, and the receiver regenerates the indices.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -22,26 +23,54 @@ namespace sluice::compress_detail {
 
 /// Draws k distinct indices in [0, n), uniformly over all k-subsets, from `stream` (Floyd's
 /// algorithm: word j decides the j-th draw) and writes them in increasing order to idx[0, k).
-/// `bitmap` is scratch of at least (n + 63) / 64 words.
+/// `bitmap` is scratch. Memory and time are O(k), whatever n: when a bitmap of n bits would be
+/// large next to k (n is the frame's extent, a number from the wire: a frame of a few KB may
+/// claim 2^32 elements), the drawn set lives in an open-addressing table of about 2k slots and
+/// is sorted at the end; both ways draw the same set.
 inline void draw_indices(random_stream const& stream, std::size_t n, std::size_t k, std::vector<std::uint64_t>& bitmap,
                          std::uint32_t* idx) {
   std::size_t const words = (n + 63) / 64;
-  grow(bitmap, words);
-  std::fill(bitmap.begin(), bitmap.begin() + static_cast<std::ptrdiff_t>(words), 0);
+  if (words <= 4 * k + 64) {
+    grow(bitmap, words);
+    std::fill(bitmap.begin(), bitmap.begin() + static_cast<std::ptrdiff_t>(words), 0);
+    auto test_set = [&](std::size_t i) {
+      std::uint64_t const bit = std::uint64_t{1} << (i % 64);
+      bool const was = (bitmap[i / 64] & bit) != 0;
+      bitmap[i / 64] |= bit;
+      return was;
+    };
+    for (std::size_t j = n - k; j < n; ++j) {
+      std::size_t const t = stream.below(j - (n - k), static_cast<std::uint32_t>(j + 1));
+      if (test_set(t)) test_set(j);
+    }
+    std::size_t o = 0;
+    for (std::size_t w = 0; w < words; ++w)
+      for (std::uint64_t b = bitmap[w]; b != 0; b &= b - 1)
+        idx[o++] = static_cast<std::uint32_t>(w * 64 + static_cast<std::size_t>(std::countr_zero(b)));
+    return;
+  }
+  // Sparse draw: slots hold index + 1 (0 = empty); indices are below 2^32 - 1.
+  std::size_t const slots = std::bit_ceil(2 * k + 2);
+  grow(bitmap, slots);
+  std::fill(bitmap.begin(), bitmap.begin() + static_cast<std::ptrdiff_t>(slots), 0);
   auto test_set = [&](std::size_t i) {
-    std::uint64_t const bit = std::uint64_t{1} << (i % 64);
-    bool const was = (bitmap[i / 64] & bit) != 0;
-    bitmap[i / 64] |= bit;
-    return was;
+    std::size_t h =
+        static_cast<std::size_t>((static_cast<std::uint64_t>(i) * 0x9E3779B97F4A7C15ull) >> 32) & (slots - 1);
+    while (bitmap[h] != 0) {
+      if (bitmap[h] == i + 1) return true;
+      h = (h + 1) & (slots - 1);
+    }
+    bitmap[h] = i + 1;
+    return false;
   };
   for (std::size_t j = n - k; j < n; ++j) {
     std::size_t const t = stream.below(j - (n - k), static_cast<std::uint32_t>(j + 1));
     if (test_set(t)) test_set(j);
   }
   std::size_t o = 0;
-  for (std::size_t w = 0; w < words; ++w)
-    for (std::uint64_t b = bitmap[w]; b != 0; b &= b - 1)
-      idx[o++] = static_cast<std::uint32_t>(w * 64 + static_cast<std::size_t>(std::countr_zero(b)));
+  for (std::size_t h = 0; h < slots; ++h)
+    if (bitmap[h] != 0) idx[o++] = static_cast<std::uint32_t>(bitmap[h] - 1);
+  std::sort(idx, idx + o);
 }
 
 }  // namespace sluice::compress_detail
@@ -137,7 +166,7 @@ struct random_k {
   compress_detail::sparse_frame_view read(std::span<std::byte const> msg, std::size_t extent, encode_context const& ctx,
                                           workspace<T>& ws) const {
     validate();
-    wire::frame const f = compress_detail::parse_frame<T>(msg, wire::codec_id::random_k, extent, 1);
+    wire::frame const f = compress_detail::parse_frame<T>(msg, wire::codec_id::random_k, extent, 1, ctx);
     std::size_t const n = compress_detail::checked_extent(f, "random_k"), k = keep(n);
     require(f.sections[0].size() == k * sizeof(T), errc::malformed_message,
             "random_k: values section has {} bytes, expected {} for {} of {} elements", f.sections[0].size(),

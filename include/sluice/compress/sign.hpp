@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 
 #include <fmt/format.h>
@@ -50,13 +51,14 @@ struct sign {
   /// One bucket: writes its sign codes and returns its scale (mean |x|).
   template <Element T>
   static float encode_bucket(T const* x, std::size_t len, std::uint8_t* codes) noexcept {
-    float sum = 0.0f;
+    // Summed in double: a float sum of finite values overflows to Inf (mean |x| never does).
+    double sum = 0.0;
     for (std::size_t j = 0; j < len; ++j) {
       float const v = to_float(x[j]);
-      sum += std::abs(v);
+      sum += static_cast<double>(std::abs(v));
       codes[j] = static_cast<std::uint8_t>(v < 0.0f);
     }
-    return len == 0 ? 0.0f : sum / static_cast<float>(len);
+    return len == 0 ? 0.0f : static_cast<float>(sum / static_cast<double>(len));
   }
 
   /// Encodes `in` into `out` (at least max_encoded_bytes(in.size()) bytes); returns bytes written.
@@ -81,28 +83,35 @@ struct sign {
   }
 
   template <Element T>
-  void decode(std::span<std::byte const> msg, encode_context const&, codec_workspace<sign, T>&,
+  void decode(std::span<std::byte const> msg, encode_context const& ctx, codec_workspace<sign, T>&,
               std::span<T> dense) const {
-    apply(msg, dense, false);
+    apply(msg, ctx, dense, false);
   }
 
   template <Element T>
-  void decode_add(std::span<std::byte const> msg, encode_context const&, codec_workspace<sign, T>&,
+  void decode_add(std::span<std::byte const> msg, encode_context const& ctx, codec_workspace<sign, T>&,
                   std::span<T> dense) const {
-    apply(msg, dense, true);
+    apply(msg, ctx, dense, true);
   }
 
  private:
   template <Element T>
-  void apply(std::span<std::byte const> msg, std::span<T> dense, bool add) const {
+  void apply(std::span<std::byte const> msg, encode_context const& ctx, std::span<T> dense, bool add) const {
     validate();
     std::size_t const n = dense.size(), nb = bucket_count(n);
-    wire::frame const f = compress_detail::parse_frame<T>(msg, wire::codec_id::sign, n, 3);
+    wire::frame const f = compress_detail::parse_frame<T>(msg, wire::codec_id::sign, n, 3, ctx);
     require(f.sections[0].size() == 8 && compress_detail::param_u32(f.sections[0], 0) == bucket,
             errc::malformed_message, "sign: parameter section does not match bucket {}", bucket);
+    require(compress_detail::param_u32(f.sections[0], 1) == 0, errc::malformed_message,
+            "sign: reserved parameter is {}, not 0", compress_detail::param_u32(f.sections[0], 1));
     require(f.sections[1].size() == 4 * nb && f.sections[2].size() == compress_detail::packed_bytes(n, 1),
             errc::malformed_message, "sign: sections of {} and {} bytes, expected {} and {}", f.sections[1].size(),
             f.sections[2].size(), 4 * nb, compress_detail::packed_bytes(n, 1));
+    for (std::size_t b = 0; b < nb; ++b) {
+      float s;
+      std::memcpy(&s, f.sections[1].data() + 4 * b, 4);
+      compress_detail::check_scale(s, b, "sign", "scale", true);  // Inf: the bucket held an Inf
+    }
     compress_detail::decode_buckets<1>(
         n, bucket, 1, f.sections[1].data(), f.sections[2].data(),
         [&](std::size_t first, std::size_t len, std::array<float, 1> s, std::uint8_t const* codes) {

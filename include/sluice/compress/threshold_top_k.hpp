@@ -129,25 +129,26 @@ struct threshold_top_k {
   }
 
   template <Element T>
-  void decode(std::span<std::byte const> msg, encode_context const&, workspace<T>& ws, std::span<T> dense) const {
+  void decode(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws, std::span<T> dense) const {
     auto const f = compress_detail::read_sparse_frame<T>(msg, wire::codec_id::threshold_top_k, dense.size(), ws.indices,
-                                                         "threshold_top_k");
+                                                         "threshold_top_k", ctx);
     compress_detail::apply_sparse<T>(f, ws.indices, dense, false);
   }
 
   template <Element T>
-  void decode_add(std::span<std::byte const> msg, encode_context const&, workspace<T>& ws, std::span<T> dense) const {
+  void decode_add(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
+                  std::span<T> dense) const {
     auto const f = compress_detail::read_sparse_frame<T>(msg, wire::codec_id::threshold_top_k, dense.size(), ws.indices,
-                                                         "threshold_top_k");
+                                                         "threshold_top_k", ctx);
     compress_detail::apply_sparse<T>(f, ws.indices, dense, true);
   }
 
   /// Decodes to indices + values (block size 1); the extent is the frame's.
   template <Element T>
-  void decode_sparse(std::span<std::byte const> msg, encode_context const&, workspace<T>& ws,
+  void decode_sparse(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
                      sparse_buffer<T>& out) const {
-    auto const f = compress_detail::read_sparse_frame<T>(msg, wire::codec_id::threshold_top_k,
-                                                         compress_detail::any_extent, ws.indices, "threshold_top_k");
+    auto const f = compress_detail::read_sparse_frame<T>(
+        msg, wire::codec_id::threshold_top_k, compress_detail::any_extent, ws.indices, "threshold_top_k", ctx);
     compress_detail::to_sparse_buffer<T>(f, ws.indices, f.extent, out);
   }
 };

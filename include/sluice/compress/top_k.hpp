@@ -85,25 +85,28 @@ struct top_k {
 
   /// Overwrites `dense` with the decoded tensor (zeros where nothing was sent).
   template <Element T>
-  void decode(std::span<std::byte const> msg, encode_context const&, workspace<T>& ws, std::span<T> dense) const {
-    auto const f = compress_detail::read_sparse_frame<T>(msg, wire::codec_id::top_k, dense.size(), ws.indices, "top_k");
+  void decode(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws, std::span<T> dense) const {
+    auto const f =
+        compress_detail::read_sparse_frame<T>(msg, wire::codec_id::top_k, dense.size(), ws.indices, "top_k", ctx);
     compress_detail::apply_sparse<T>(f, ws.indices, dense, false);
   }
 
   /// Adds the decoded tensor into `dense`.
   template <Element T>
-  void decode_add(std::span<std::byte const> msg, encode_context const&, workspace<T>& ws, std::span<T> dense) const {
-    auto const f = compress_detail::read_sparse_frame<T>(msg, wire::codec_id::top_k, dense.size(), ws.indices, "top_k");
+  void decode_add(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
+                  std::span<T> dense) const {
+    auto const f =
+        compress_detail::read_sparse_frame<T>(msg, wire::codec_id::top_k, dense.size(), ws.indices, "top_k", ctx);
     compress_detail::apply_sparse<T>(f, ws.indices, dense, true);
   }
 
   /// Decodes to indices + values (block size 1) for sparse aggregation and sparse optimizer steps.
   /// The extent is the frame's; the caller checks it against its tensor.
   template <Element T>
-  void decode_sparse(std::span<std::byte const> msg, encode_context const&, workspace<T>& ws,
+  void decode_sparse(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
                      sparse_buffer<T>& out) const {
     auto const f = compress_detail::read_sparse_frame<T>(msg, wire::codec_id::top_k, compress_detail::any_extent,
-                                                         ws.indices, "top_k");
+                                                         ws.indices, "top_k", ctx);
     compress_detail::to_sparse_buffer<T>(f, ws.indices, f.extent, out);
   }
 };

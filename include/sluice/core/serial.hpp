@@ -1,6 +1,7 @@
 // Byte-level serialization shared by every checkpoint and layout exchange: a hash that is the
-// same on every rank, compiler and run (never std::hash), little-endian field writers, and a
-// bounds-checked reader for untrusted bytes.
+// same on every rank, compiler and run (never std::hash), little-endian field writers, a
+// bounds-checked reader for untrusted bytes, and the one persistence format every save() uses
+// (a versioned record sealed by a checksum, opened with the same checks and errc everywhere).
 #pragma once
 
 #include <cstddef>
@@ -9,7 +10,10 @@
 #include <span>
 #include <vector>
 
+#include <string_view>
+
 #include <sluice/core/element.hpp>  // asserts a little-endian host
+#include <sluice/core/error.hpp>
 
 namespace sluice::serial {
 
@@ -70,5 +74,46 @@ class reader {
   std::span<std::byte const> bytes_;
   std::size_t pos_ = 0;
 };
+
+/// The persistence format of every saved state (feedback_state, optimizer_state, the PowerSGD
+/// warm start): u32 magic, u16 version, then the record's own fields, then the u64 stable_hash of
+/// every byte before it. start_record() writes the head, seal() the checksum.
+inline constexpr std::size_t record_head_bytes = 6;     ///< magic + version
+inline constexpr std::size_t record_trailer_bytes = 8;  ///< the checksum
+inline constexpr std::size_t record_overhead = record_head_bytes + record_trailer_bytes;
+
+/// Appends a record head (magic, version) to `out`.
+inline void start_record(std::vector<std::byte>& out, std::uint32_t magic, std::uint16_t version) {
+  put<std::uint32_t>(out, magic);
+  put<std::uint16_t>(out, version);
+}
+
+/// Appends the checksum of everything in `out` (call once, last).
+inline void seal(std::vector<std::byte>& out) { put<std::uint64_t>(out, stable_hash(out)); }
+
+/// Checks a record saved by start_record() ... seal() and returns a reader over its fields (after
+/// the head, before the checksum). errc::malformed_message, prefixed with `what`, for a record too
+/// short, a checksum mismatch (damaged or truncated), another magic or another version; the
+/// checksum is checked first, so damaged bytes give the same error whatever field they hit.
+inline reader open_record(std::span<std::byte const> bytes, std::uint32_t magic, std::uint16_t version,
+                          std::string_view what) {
+  require(bytes.size() >= record_overhead, errc::malformed_message, "{}: {} bytes is too short for a saved state", what,
+          bytes.size());
+  std::uint64_t stored = 0;
+  std::memcpy(&stored, bytes.data() + bytes.size() - record_trailer_bytes, sizeof stored);
+  auto const body = bytes.first(bytes.size() - record_trailer_bytes);
+  require(stored == stable_hash(body), errc::malformed_message, "{}: checksum mismatch (damaged or truncated bytes)",
+          what);
+  reader r(body);
+  std::uint32_t m = 0;
+  std::uint16_t v = 0;
+  (void)r.get(m);
+  (void)r.get(v);
+  require(m == magic, errc::malformed_message, "{}: bad magic 0x{:08x} (expected 0x{:08x}); not this kind of state",
+          what, m, magic);
+  require(v == version, errc::malformed_message, "{}: format version {} is not supported (this reader: {})", what, v,
+          version);
+  return r;
+}
 
 }  // namespace sluice::serial

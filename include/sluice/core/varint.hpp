@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <span>
 
 #include <sluice/core/error.hpp>
@@ -218,9 +219,14 @@ __attribute__((target("bmi,bmi2"))) void decode_sorted_indices_bmi2(std::span<st
 #endif
 
 /// Decodes exactly `out.size()` indices from `in` (decode_sorted_indices_body); errc::malformed_message
-/// on any malformed list.
+/// on any malformed list, including an index that does not fit Index (the extent is capped at
+/// Index's range, so a 32-bit list never truncates an index of 2^32 or more).
 template <SparseIndex Index>
 void decode_sorted_indices(std::span<std::byte const> in, std::size_t extent, std::span<Index> out) {
+  if constexpr (sizeof(Index) < sizeof(std::uint64_t)) {
+    constexpr std::uint64_t cap = std::uint64_t{std::numeric_limits<Index>::max()} + 1;
+    if (extent > cap) extent = static_cast<std::size_t>(cap);
+  }
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
   if (use_bmi2()) return decode_sorted_indices_bmi2(in, extent, out);
 #endif

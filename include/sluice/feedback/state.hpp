@@ -201,6 +201,7 @@ class feedback_state {
   }
 
   /// The checkpoint: every bit of the state, the warm-up schedule and the counters.
+  /// A record of the shared persistence format (core/serial.hpp: magic, version, fields, checksum):
   ///   u32 "SLFS", u16 version 1, u16 kind, u8 precision, u8 buffers, u16 0, u64 tensors,
   ///   warm-up (u64 steps, f64 start, u64 stages, u8 shape, 7 x u8 0), report (4 x u64),
   ///   per tensor: u64 extent, u32 name bytes, u32 0, name, buffers (raw little-endian elements),
@@ -208,8 +209,7 @@ class feedback_state {
   [[nodiscard]] std::vector<std::byte> save() const {
     using feedback_detail::put;
     std::vector<std::byte> out;
-    put<std::uint32_t>(out, magic);
-    put<std::uint16_t>(out, 1);
+    serial::start_record(out, magic, 1);
     put<std::uint16_t>(out, kind_);
     put<std::uint8_t>(out, static_cast<std::uint8_t>(precision_));
     put<std::uint8_t>(out, static_cast<std::uint8_t>(buffers_));
@@ -237,7 +237,7 @@ class feedback_state {
           feedback_detail::append(out, std::as_bytes(std::span(te.bf16[b])));
       }
     }
-    put<std::uint64_t>(out, feedback_detail::stable_hash(out));
+    serial::seal(out);
     return out;
   }
 
@@ -245,29 +245,21 @@ class feedback_state {
   /// Validates everything first (errc::malformed_message for damaged bytes, errc::size_mismatch
   /// naming the first tensor that differs); on error nothing changes.
   void restore(std::span<std::byte const> bytes) {
-    using feedback_detail::reader;
-    require(bytes.size() >= 8, errc::malformed_message, "feedback checkpoint: {} bytes is too short", bytes.size());
-    std::uint64_t stored_hash = 0;
-    std::memcpy(&stored_hash, bytes.data() + bytes.size() - 8, 8);
-    require(stored_hash == feedback_detail::stable_hash(bytes.first(bytes.size() - 8)), errc::malformed_message,
-            "feedback checkpoint: checksum mismatch (damaged or truncated)");
-    reader r(bytes.first(bytes.size() - 8));
-    std::uint32_t m = 0;
-    std::uint16_t version = 0, kind = 0, zero16 = 0;
+    auto r = serial::open_record(bytes, magic, 1, "feedback checkpoint");
+    std::uint16_t kind = 0, zero16 = 0;
     std::uint8_t prec = 0, bufs = 0;
     std::uint64_t count = 0;
     sluice::warmup w;
     std::uint8_t shape = 0;
+    std::uint8_t reserved = 0;
     feedback_report rep;
-    bool ok = r.get(m) && r.get(version) && r.get(kind) && r.get(prec) && r.get(bufs) && r.get(zero16) &&
-              r.get(count) && r.get(w.steps) && r.get(w.start) && r.get(w.stages) && r.get(shape);
-    for (int i = 0; ok && i < 7; ++i) ok = r.skip(1);
+    bool ok = r.get(kind) && r.get(prec) && r.get(bufs) && r.get(zero16) && r.get(count) && r.get(w.steps) &&
+              r.get(w.start) && r.get(w.stages) && r.get(shape);
+    for (int i = 0; ok && i < 7; ++i) ok = r.get(reserved) && reserved == 0;
     ok = ok && r.get(rep.skipped_calls) && r.get(rep.last_skipped_step) && r.get(rep.last_skipped_tensor) &&
          r.get(rep.non_finite_values);
-    require(ok, errc::malformed_message, "feedback checkpoint: truncated header");
-    require(m == magic, errc::malformed_message, "feedback checkpoint: bad magic 0x{:08x}", m);
-    require(version == 1, errc::malformed_message, "feedback checkpoint: version {} is not supported (reader: 1)",
-            version);
+    require(ok, errc::malformed_message, "feedback checkpoint: truncated header or non-zero reserved bytes");
+    require(zero16 == 0, errc::malformed_message, "feedback checkpoint: reserved header field is {}, not 0", zero16);
     require(kind == kind_, errc::size_mismatch, "feedback checkpoint: saved by feedback kind {}, this state is kind {}",
             kind, kind_);
     require(prec == static_cast<std::uint8_t>(precision_) && bufs == buffers_, errc::size_mismatch,
@@ -285,6 +277,8 @@ class feedback_state {
       std::span<std::byte const> name;
       require(r.get(extent) && r.get(name_len) && r.get(zero) && r.take(name_len, name), errc::malformed_message,
               "feedback checkpoint: truncated at tensor #{}", t);
+      require(zero == 0, errc::malformed_message, "feedback checkpoint: reserved field of tensor #{} is {}, not 0", t,
+              zero);
       std::string_view const saved_name(reinterpret_cast<char const*>(name.data()), name.size());
       require(extent == tensors_[t].extent && saved_name == tensors_[t].name, errc::size_mismatch,
               "feedback checkpoint: tensor #{} is '{}' with {} elements, this state has '{}' with {}", t, saved_name,
@@ -294,7 +288,18 @@ class feedback_state {
                 "feedback checkpoint: truncated buffer {} of tensor '{}'", b, tensors_[t].name);
     }
     require(r.left() == 0, errc::malformed_message, "feedback checkpoint: {} trailing bytes", r.left());
-    w.validate();
+    try {
+      w.validate();
+    } catch (error const& e) {
+      throw_error(errc::malformed_message, "feedback checkpoint: saved warm-up schedule is invalid: {}", e.what());
+    }
+    require(
+        rep.skipped_calls != 0 || (rep.last_skipped_step == feedback_report::no_step && rep.last_skipped_tensor == 0),
+        errc::malformed_message, "feedback checkpoint: no skipped call counted, yet a last skip at step {} is saved",
+        rep.last_skipped_step);
+    require(rep.skipped_calls == 0 || rep.last_skipped_tensor < tensors_.size(), errc::malformed_message,
+            "feedback checkpoint: last skipped tensor {} is outside the {} tensors", rep.last_skipped_tensor,
+            tensors_.size());
     // Everything checked: commit.
     for (std::size_t t = 0; t < tensors_.size(); ++t)
       for (std::size_t b = 0; b < buffers_; ++b) {

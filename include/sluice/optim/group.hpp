@@ -33,6 +33,7 @@ void step_all(O const& o, std::span<tensor_step<O> const> items) {
   for (auto const& it : items) {
     require(it.state != nullptr, errc::invalid_argument, "step_all: a tensor_step without a state");
     detail::optim::check_dense(o, *it.state, it.params, it.grad.size(), std::span<no_shadow>{}, "step_all");
+    detail::optim::check_step_room(*it.state, "step_all");
   }
   for (std::size_t i = 0; i < items.size(); ++i)
     for (std::size_t j = i + 1; j < items.size(); ++j)

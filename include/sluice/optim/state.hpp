@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <span>
 #include <type_traits>
@@ -18,6 +19,7 @@
 #include <sluice/core/element.hpp>
 #include <sluice/core/error.hpp>
 #include <sluice/core/memory.hpp>
+#include <sluice/core/serial.hpp>
 
 namespace sluice {
 
@@ -110,89 +112,94 @@ class optimizer_state {
   /// Bytes save() writes.
   [[nodiscard]] std::size_t saved_bytes() const noexcept {
     std::size_t const elem = layout_.moment_type == element_type::f32 ? 4 : 2;
-    return header_bytes + layout_.moments * size_ * elem + last_.size() * 4;
+    return header_bytes + layout_.moments * size_ * elem + last_.size() * 4 + serial::record_trailer_bytes;
   }
 
-  /// The whole state as little-endian bytes; restore() reads them back bit-exactly.
+  /// The whole state as little-endian bytes; restore() reads them back bit-exactly. A record of the
+  /// shared persistence format (core/serial.hpp): u32 "SOPT", u16 version 2, u8 moments, u8 moment
+  /// type, u8 per-entry steps, u8 0, u32 tensor, u64 elements, u64 step, each moment's elements,
+  /// the per-entry steps (u32), then the u64 checksum of everything before it.
   [[nodiscard]] std::vector<std::byte> save() const {
-    std::vector<std::byte> out(saved_bytes());
-    std::byte* w = out.data();
-    auto put = [&w](auto const& v) {
-      std::memcpy(w, &v, sizeof(v));
-      w += sizeof(v);
-    };
-    put(magic);
-    put(version);
-    put(static_cast<std::uint8_t>(layout_.moments));
-    put(static_cast<std::uint8_t>(layout_.moment_type));
-    put(static_cast<std::uint8_t>(layout_.per_entry_steps ? 1 : 0));
-    put(std::uint8_t{0});
-    put(tensor_);
-    put(static_cast<std::uint64_t>(size_));
-    put(step_);
+    std::vector<std::byte> out;
+    out.reserve(saved_bytes());
+    serial::start_record(out, magic, version);
+    serial::put(out, static_cast<std::uint8_t>(layout_.moments));
+    serial::put(out, static_cast<std::uint8_t>(layout_.moment_type));
+    serial::put(out, static_cast<std::uint8_t>(layout_.per_entry_steps ? 1 : 0));
+    serial::put(out, std::uint8_t{0});
+    serial::put(out, tensor_);
+    serial::put(out, static_cast<std::uint64_t>(size_));
+    serial::put(out, step_);
     // Moment k's size_ elements, then moment k+1's: the padding between arrays is not saved.
-    auto bytes = [&w](auto const* src, std::size_t count) {
-      if (count != 0) std::memcpy(w, src, count * sizeof(*src));
-      w += count * sizeof(*src);
-    };
     for (std::size_t k = 0; k < layout_.moments; ++k) {
-      if (!f32_.empty()) bytes(f32_.data() + k * stride_, size_);
-      if (!bf16_.empty()) bytes(bf16_.data() + k * stride_, size_);
+      if (!f32_.empty()) serial::append(out, std::as_bytes(std::span(f32_.data() + k * stride_, size_)));
+      if (!bf16_.empty()) serial::append(out, std::as_bytes(std::span(bf16_.data() + k * stride_, size_)));
     }
-    bytes(last_.data(), last_.size());
+    serial::append(out, std::as_bytes(std::span(last_)));
+    serial::seal(out);
     return out;
   }
 
-  /// Replaces this state with one saved by save(). Validates the whole message first
-  /// (errc::malformed_message) and changes nothing when it is invalid.
+  /// Replaces this state with one saved by save(). Validates the whole record first and changes
+  /// nothing when it is invalid: errc::malformed_message for damaged bytes (checksum), another
+  /// format version, an impossible layout, size or step (a catch_up state past 2^32 - 1 steps, an
+  /// entry stepped after the state, a negative second moment).
   void restore(std::span<std::byte const> in) {
-    require(in.size() >= header_bytes, errc::malformed_message, "optimizer_state::restore: {} bytes, header needs {}",
-            in.size(), header_bytes);
-    std::byte const* r = in.data();
-    auto get = [&r]<class V>(V& v) {
-      std::memcpy(&v, r, sizeof(V));
-      r += sizeof(V);
-    };
-    std::uint32_t m = 0;
-    std::uint16_t ver = 0;
+    char const* const what = "optimizer_state::restore";
+    auto r = serial::open_record(in, magic, version, what);
     std::uint8_t moments = 0, type = 0, per_entry = 0, pad = 0;
     std::uint32_t tensor = 0;
     std::uint64_t n = 0, step = 0;
-    get(m), get(ver), get(moments), get(type), get(per_entry), get(pad), get(tensor), get(n), get(step);
-    require(m == magic, errc::malformed_message, "optimizer_state::restore: bad magic {:#x}", m);
-    require(ver == version, errc::malformed_message, "optimizer_state::restore: format version {}, this build reads {}",
-            ver, version);
-    require(moments <= 2 && per_entry <= 1 &&
+    require(r.get(moments) && r.get(type) && r.get(per_entry) && r.get(pad) && r.get(tensor) && r.get(n) && r.get(step),
+            errc::malformed_message, "{}: {} bytes, header needs {}", what, in.size(), header_bytes);
+    require(moments <= 2 && per_entry <= 1 && pad == 0 &&
                 (type == static_cast<std::uint8_t>(element_type::f32) ||
                  type == static_cast<std::uint8_t>(element_type::bf16)),
-            errc::malformed_message, "optimizer_state::restore: bad layout (moments {}, type {}, per-entry {})",
-            moments, type, per_entry);
-    require(n <= (std::uint64_t{1} << 40), errc::malformed_message, "optimizer_state::restore: size {} too large", n);
-    auto const nn = static_cast<std::size_t>(n);
+            errc::malformed_message, "{} (tensor {}): bad layout (moments {}, type {}, per-entry {}, reserved {})",
+            what, tensor, moments, type, per_entry, pad);
     std::size_t const elem = type == static_cast<std::uint8_t>(element_type::f32) ? 4 : 2;
-    std::size_t const need = header_bytes + moments * nn * elem + (per_entry ? nn * 4 : 0);
-    require(in.size() == need, errc::malformed_message, "optimizer_state::restore: {} bytes, expected {}", in.size(),
-            need);
+    std::size_t const per_element = moments * elem + (per_entry ? 4 : 0);
+    // n is bounded by the bytes present before it sizes anything.
+    require(
+        per_element == 0 ? n <= (std::uint64_t{1} << 40) : n == r.left() / per_element && r.left() % per_element == 0,
+        errc::malformed_message, "{} (tensor {}): {} elements do not match the {} bytes that follow", what, tensor, n,
+        r.left());
+    require(!per_entry || step <= max_catch_up_step, errc::malformed_message,
+            "{} (tensor {}): step {} of a catch_up state exceeds its 32-bit per-entry counters", what, tensor, step);
+    auto const nn = static_cast<std::size_t>(n);
     optimizer_state s(state_layout{moments, static_cast<element_type>(type), per_entry == 1}, nn, tensor);
     s.step_ = step;
-    auto bytes = [&r](auto* dst, std::size_t count) {
-      if (count != 0) std::memcpy(dst, r, count * sizeof(*dst));
-      r += count * sizeof(*dst);
-    };
     for (std::size_t k = 0; k < s.layout_.moments; ++k) {
-      if (!s.f32_.empty()) bytes(s.f32_.data() + k * s.stride_, nn);
-      if (!s.bf16_.empty()) bytes(s.bf16_.data() + k * s.stride_, nn);
+      std::span<std::byte const> src;
+      (void)r.take(nn * elem, src);
+      if (nn == 0) continue;
+      if (!s.f32_.empty()) std::memcpy(s.f32_.data() + k * s.stride_, src.data(), src.size());
+      if (!s.bf16_.empty()) std::memcpy(s.bf16_.data() + k * s.stride_, src.data(), src.size());
     }
-    bytes(s.last_.data(), s.last_.size());
+    std::span<std::byte const> last;
+    (void)r.take(s.last_.size() * 4, last);
+    if (!last.empty()) std::memcpy(s.last_.data(), last.data(), last.size());
+    require(r.left() == 0, errc::malformed_message, "{} (tensor {}): {} trailing bytes", what, tensor, r.left());
+    for (std::size_t i = 0; i < s.last_.size(); ++i)
+      require(s.last_[i] <= step, errc::malformed_message,
+              "{} (tensor {}): element {} was last stepped at {}, after the state's step {}", what, tensor, i,
+              s.last_[i], step);
+    if (moments == 2)  // the second moment (Adam's v) is a running mean of squares
+      for (std::size_t i = 0; i < nn; ++i)
+        require(!(s.moment(1, i) < 0.0f), errc::malformed_message,
+                "{} (tensor {}): second moment of element {} is negative ({})", what, tensor, i, s.moment(1, i));
     *this = std::move(s);
   }
+
+  /// The largest step count of a catch_up state (its per-entry counters are 32-bit).
+  static constexpr std::uint64_t max_catch_up_step = std::numeric_limits<std::uint32_t>::max();
 
   friend bool operator==(optimizer_state const&, optimizer_state const&) = default;
 
  private:
   friend struct detail::optim::state_access;
   static constexpr std::uint32_t magic = 0x5450'4f53u;  // "SOPT" little-endian
-  static constexpr std::uint16_t version = 1;
+  static constexpr std::uint16_t version = 2;           // 1: no checksum (not read any more)
   static constexpr std::size_t header_bytes = 4 + 2 + 4 + 4 + 8 + 8;
 
   state_layout layout_{};

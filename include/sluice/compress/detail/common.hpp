@@ -63,15 +63,61 @@ wire::header make_header(wire::codec_id id, encode_context const& ctx, std::size
 /// Passed as the extent to parse_frame when the frame's own extent is wanted (sparse decoding).
 inline constexpr std::size_t any_extent = std::numeric_limits<std::size_t>::max();
 
+/// The codec's name for messages.
+constexpr std::string_view codec_name(wire::codec_id id) noexcept {
+  switch (id) {
+    case wire::codec_id::identity:
+      return "identity";
+    case wire::codec_id::cast:
+      return "cast";
+    case wire::codec_id::top_k:
+      return "top_k";
+    case wire::codec_id::threshold_top_k:
+      return "threshold_top_k";
+    case wire::codec_id::block_top_k:
+      return "block_top_k";
+    case wire::codec_id::random_k:
+      return "random_k";
+    case wire::codec_id::sign:
+      return "sign";
+    case wire::codec_id::qsgd:
+      return "qsgd";
+    case wire::codec_id::maxmin_quantize:
+      return "maxmin_quantize";
+    case wire::codec_id::power_sgd:
+      return "power_sgd";
+    default:
+      return "codec";
+  }
+}
+
+/// Passed as the section count to parse_frame when the codec checks it itself (power_sgd).
+inline constexpr std::size_t any_sections = std::numeric_limits<std::size_t>::max();
+
 /// Parses `msg` as a frame of codec `id` for a dense destination of `extent` elements of T (or
-/// any_extent) with exactly `sections` sections. errc::malformed_message otherwise (a wrong extent
-/// is a message for another tensor, never a size_mismatch of the caller's making).
+/// any_extent) with exactly `sections` sections, sent for the context's tensor and step, with a
+/// flags byte the encoder writes (at most `max_flags`; 0 for every codec but power_sgd).
+/// errc::malformed_message otherwise (a wrong extent, tensor or step is a message for another
+/// tensor or step, never a size_mismatch of the caller's making).
 template <Element T>
 wire::frame parse_frame(std::span<std::byte const> msg, wire::codec_id id, std::size_t extent, std::size_t sections,
-                        element_type et = element_type_of<T>) {
-  wire::expectation e{.codec = id, .element = et, .sections = sections};
+                        encode_context const& ctx, element_type et = element_type_of<T>, std::uint8_t max_flags = 0) {
+  wire::expectation e{.codec = id, .element = et, .tensor = ctx.tensor, .step = ctx.step};
   if (extent != any_extent) e.extent = extent;
-  return wire::parse(msg, e);
+  if (sections != any_sections) e.sections = sections;
+  wire::frame f = wire::parse(msg, e);
+  require(f.head.flags <= max_flags, errc::malformed_message, "{} frame: flags byte is {}, the encoder writes {}",
+          codec_name(id), f.head.flags, max_flags == 0 ? "0" : "0 or 1");
+  return f;
+}
+
+/// Throws errc::malformed_message naming `field` unless a per-bucket fp32 scale is one an
+/// encoder writes: non-negative (sign bit clear) and, unless `inf_ok`, not infinite; NaN marks a
+/// bucket that held a non-finite value.
+inline void check_scale(float s, std::size_t bucket, std::string_view codec, std::string_view field,
+                        bool inf_ok = false) {
+  require(!std::signbit(s) && (inf_ok || !std::isinf(s)), errc::malformed_message,
+          "{}: {} of bucket {} is {}, which no encoder writes", codec, field, bucket, s);
 }
 
 /// The frame's extent, checked to fit 32-bit indices (sparse decoders index with uint32_t).

@@ -240,7 +240,16 @@ inline void prefetch_range(T const* x, std::size_t len) noexcept {
 inline maxmin_range maxmin_grid(float mn, float mx, bool poisoned, std::size_t len, unsigned bits) noexcept {
   if (len == 0) return {0.0f, 0.0f};
   if (poisoned) return {std::numeric_limits<float>::quiet_NaN(), 0.0f};
-  return {mn, (mx - mn) / static_cast<float>((1u << bits) - 1u)};
+  float const maxq = static_cast<float>((1u << bits) - 1u);
+  float const range = mx - mn;
+  if (std::isfinite(range)) [[likely]]
+    return {mn, range / maxq};
+  // Finite values of both signs beyond +-1.7e38: max - min overflows float. The grid then covers
+  // [min, min + FLT_MAX] (the largest span min + level * unit reaches without overflow): decoded
+  // values stay finite, values above the grid decode to its top.
+  float unit = static_cast<float>(static_cast<double>(std::numeric_limits<float>::max()) / maxq);
+  while (!std::isfinite(unit * maxq)) unit = std::nextafter(unit, 0.0f);
+  return {mn, unit};
 }
 
 /// The grid of a bucket for `bits` bits: min and (max - min) / (2^bits - 1). A bucket holding a NaN

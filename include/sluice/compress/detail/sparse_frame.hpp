@@ -46,8 +46,9 @@ struct sparse_frame_view {
 /// errc::malformed_message on any inconsistency.
 template <Element T>
 sparse_frame_view read_sparse_frame(std::span<std::byte const> msg, wire::codec_id id, std::size_t extent,
-                                    std::vector<std::uint32_t>& idx, std::string_view codec) {
-  wire::frame const f = parse_frame<T>(msg, id, extent, 2);
+                                    std::vector<std::uint32_t>& idx, std::string_view codec,
+                                    encode_context const& ctx) {
+  wire::frame const f = parse_frame<T>(msg, id, extent, 2, ctx);
   extent = checked_extent(f, codec);
   auto const vals = f.sections[0];
   require(vals.size() % sizeof(T) == 0, errc::malformed_message,

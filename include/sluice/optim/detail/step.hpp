@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <type_traits>
 
@@ -53,11 +54,24 @@ void check_sparse(O const& o, optimizer_state<O, float> const& s, std::span<floa
   check_shadow(shadow, params.size(), s.tensor(), who);
 }
 
+/// errc::invalid_argument when the state's step counter cannot count one more step (2^64 - 1
+/// steps, or 2^32 - 1 for catch_up states, whose per-entry counters are 32-bit): a wrapped counter
+/// would turn bias corrections and catch-up replays into garbage.
+template <class O>
+void check_step_room(optimizer_state<O, float> const& s, char const* who) {
+  std::uint64_t const limit = s.layout().per_entry_steps ? optimizer_state<O, float>::max_catch_up_step
+                                                         : std::numeric_limits<std::uint64_t>::max();
+  require(s.step() < limit, errc::invalid_argument,
+          "{} (tensor {}): the step counter is at {}, its limit; restore a valid checkpoint or start a new state", who,
+          s.tensor(), s.step());
+}
+
 /// Dense step; `parallel` false runs on the calling thread only (step_all batches small tensors).
 template <class O, class Sh>
 void step_dense(O const& o, optimizer_state<O, float>& s, std::span<float> params, std::span<float const> grad,
                 std::span<Sh> shadow, char const* who, bool parallel = true) {
   check_dense(o, s, params, grad.size(), shadow, who);
+  check_step_room(s, who);
   std::uint64_t const t = ++state_access::step(s);
   dispatch_dense(o.kernel(t), s, params, grad.data(), shadow, o.seed, t - 1, parallel);
 }
@@ -66,6 +80,7 @@ template <class O, class Sh, class Index>
 void step_sparse(O const& o, optimizer_state<O, float>& s, std::span<float> params, sparse_view<float const, Index> g,
                  std::span<Sh> shadow, char const* who, bool parallel = true) {
   check_sparse(o, s, params, g, shadow, who);
+  check_step_room(s, who);
   std::uint64_t const t = ++state_access::step(s);
   dispatch_sparse(o.kernel(t), s, params, g, shadow, o.seed, t - 1, parallel);
 }
