@@ -40,7 +40,7 @@ row() {
   local f="$1" name="$2"
   local ttt
   ttt="$(field "$f" time_to_target)"
-  if awk -v t="$ttt" 'BEGIN { exit !(t < 0) }'; then ttt="not reached"; else ttt="${ttt} s"; fi
+  ttt="$(awk -v t="$ttt" 'BEGIN { if (t < 0) print "not reached"; else printf "%.1f s", t }')"
   printf '%-36s %9s %7s %9s %12s %10s %12s\n' "$name" "$(field "$f" accuracy)" "$(field "$f" epochs)" \
     "$(field "$f" steps)" "$ttt" "$(awk -v t="$(field "$f" train_seconds)" 'BEGIN { printf "%.1f s", t }')" \
     "$(awk -v b="$(field "$f" sent_bytes)" 'BEGIN { printf "%.2f MB", b / 1e6 }')"
