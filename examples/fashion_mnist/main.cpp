@@ -1,0 +1,242 @@
+// fashion_mnist: trains an MLP on Fashion-MNIST data-parallel through sluice::pipeline, with
+// workers as threads (--transport local), as ZeroMQ processes (--transport zmq: ranks from the
+// torchrun-style RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, or --spawn N processes on loopback)
+// or under mpirun (--transport mpi). Rank 0 prints a progress line at every evaluation and a
+// summary, and writes the summary as JSON with --json FILE. `fashion_mnist --help` lists the options.
+//
+//   fashion_mnist --workers 4 --codec block_top_k --ratio 0.01 --feedback residual --optimizer adam
+//   fashion_mnist --transport zmq --spawn --workers 4 --target-accuracy 0.86
+//   mpirun -np 4 --oversubscribe fashion_mnist --transport mpi
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <CLI/CLI.hpp>
+
+#include <sluice/transport/local.hpp>
+#if FASHION_MNIST_HAVE_ZMQ
+#include <sluice/transport/zmq.hpp>
+#endif
+#if FASHION_MNIST_HAVE_MPI
+#include <sluice/transport/mpi.hpp>
+#endif
+
+#include "trainer.hpp"
+
+namespace {
+
+using namespace fashion_mnist;
+
+struct job {
+  train_options train;
+  std::string transport = "local";
+  int workers = 4;
+  bool spawn = false;
+  std::string data_dir{default_data_dir};
+  std::string json;
+};
+
+std::string describe(job const& j) {
+  auto const& o = j.train;
+  std::string codec = o.codec;
+  if (o.codec == "top_k" || o.codec == "block_top_k" || o.codec == "random_k") codec += fmt::format(" {:g}", o.ratio);
+  if (o.codec == "maxmin_quantize" || o.codec == "qsgd") codec += fmt::format(" {} bit", o.bits);
+  return fmt::format("{} + {} + {}", codec, o.feedback, o.optimizer);
+}
+
+void report(job const& j, train_result const& r) {
+  auto const& o = j.train;
+  std::string target = "no target";
+  if (o.target_accuracy > 0)
+    target = r.time_to_target >= 0
+                 ? fmt::format("target {:.4f} reached after {:.1f} s", o.target_accuracy, r.time_to_target)
+                 : fmt::format("target {:.4f} not reached", o.target_accuracy);
+  fmt::print(
+      "summary: {}, {} workers ({}), staleness {}: test accuracy {:.4f} after {} epochs ({} steps), {:.1f} s "
+      "({:.1f} s training), {}, sent {:.2f} MB per worker ({:.1f} % of the fp32 gradients' bytes)\n",
+      describe(j), r.workers, j.transport, o.staleness, r.accuracy, r.epochs, r.steps, r.wall_seconds, r.train_seconds,
+      target, static_cast<double>(r.sent_bytes) / 1e6,
+      r.dense_bytes > 0 ? 100.0 * static_cast<double>(r.sent_bytes) / static_cast<double>(r.dense_bytes) : 0.0);
+  std::string curve;
+  for (auto const& p : r.curve)
+    curve += fmt::format(
+        "{}{{\"epoch\":{},\"step\":{},\"seconds\":{:.3f},\"loss\":{:.5f},\"accuracy\":{:.4f},\"sent_bytes\":{}}}",
+        curve.empty() ? "" : ",", p.epoch, p.step, p.seconds, p.loss, p.accuracy, p.sent_bytes);
+  std::string const json = fmt::format(
+      "{{\"codec\":\"{}\",\"ratio\":{},\"bits\":{},\"feedback\":\"{}\",\"optimizer\":\"{}\",\"lr\":{},\"transport\":\"{"
+      "}\","
+      "\"workers\":{},\"staleness\":{},\"batch\":{},\"seed\":{},\"sizes\":[{}],\"target_accuracy\":{},"
+      "\"accuracy\":{:.4f},\"epochs\":{},\"steps\":{},\"wall_seconds\":{:.3f},\"train_seconds\":{:.3f},"
+      "\"time_to_target\":{:.3f},\"sent_bytes\":{},\"dense_bytes\":{},\"curve\":[{}]}}\n",
+      o.codec, o.ratio, o.bits, o.feedback, o.optimizer, o.lr, j.transport, r.workers, o.staleness, o.batch, o.seed,
+      fmt::join(o.sizes, ","), o.target_accuracy, r.accuracy, r.epochs, r.steps, r.wall_seconds, r.train_seconds,
+      r.time_to_target, r.sent_bytes, r.dense_bytes, curve);
+  if (j.json.empty()) return;
+  if (j.json == "-") {
+    std::fputs(json.c_str(), stdout);
+    return;
+  }
+  std::FILE* f = std::fopen(j.json.c_str(), "w");
+  sluice::require(f != nullptr, sluice::errc::invalid_argument, "--json: cannot write '{}'", j.json);
+  std::fputs(json.c_str(), f);
+  std::fclose(f);
+}
+
+// Workers as threads of this process, one local_transport endpoint each.
+int run_local(job const& j, data const& d) {
+  auto eps = sluice::local_transport::create(j.workers);
+  std::vector<train_result> results(static_cast<std::size_t>(j.workers));
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(j.workers));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < j.workers; ++r)
+    threads.emplace_back([&, r] {
+      auto const i = static_cast<std::size_t>(r);
+      try {
+        results[i] = train_any(any_transport::make<sluice::local_transport>(eps[i]), d, j.train);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (auto const& e : errors)
+    if (e) std::rethrow_exception(e);
+  report(j, results[0]);
+  return 0;
+}
+
+#if FASHION_MNIST_HAVE_ZMQ
+int run_zmq_rank(job const& j, data const& d, sluice::zmq_options zo) {
+  auto t = any_transport::make<sluice::zmq_transport>(std::move(zo));
+  int const rank = t.rank();
+  train_result const r = train_any(std::move(t), d, j.train);
+  if (rank == 0) report(j, r);
+  return 0;
+}
+
+// A free TCP port on loopback (the kernel picks it; a race with another program is possible).
+int free_port() {
+  int const s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sluice::require(s >= 0, sluice::errc::unsupported, "--spawn: socket() failed");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  bool const ok = ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+                  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  ::close(s);
+  sluice::require(ok, sluice::errc::unsupported, "--spawn: cannot find a free port on 127.0.0.1");
+  return ntohs(a.sin_port);
+}
+
+// --spawn: forks one process per worker on 127.0.0.1 (before any thread exists) and waits for them.
+int run_zmq_spawn(job const& j, data const& d) {
+  int const port = free_port();
+  std::vector<pid_t> children;
+  for (int r = 0; r < j.workers; ++r) {
+    std::fflush(stdout);
+    pid_t const pid = ::fork();
+    sluice::require(pid >= 0, sluice::errc::unsupported, "--spawn: fork() failed");
+    if (pid == 0) {
+      int rc = 1;
+      try {
+        rc = run_zmq_rank(j, d,
+                          sluice::zmq_options{.rank = r,
+                                              .world_size = j.workers,
+                                              .master_addr = "127.0.0.1",
+                                              .master_port = port,
+                                              .host = "127.0.0.1"});
+      } catch (std::exception const& e) {
+        fmt::print(stderr, "fashion_mnist: rank {}: {}\n", r, e.what());
+      }
+      std::fflush(stdout);
+      std::_Exit(rc);
+    }
+    children.push_back(pid);
+  }
+  int failed = 0;
+  for (pid_t pid : children) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
+  }
+  if (failed > 0) fmt::print(stderr, "fashion_mnist: {} of {} worker processes failed\n", failed, j.workers);
+  return failed > 0 ? 1 : 0;
+}
+#endif
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  job j;
+  auto& o = j.train;
+  CLI::App app{"Trains an MLP on Fashion-MNIST data-parallel through sluice::pipeline"};
+  app.add_option("--workers", j.workers, "workers (threads with local, processes with --spawn)")
+      ->check(CLI::Range(1, 256));
+  app.add_option("--transport", j.transport,
+                 "local (threads), zmq (processes: RANK, WORLD_SIZE, MASTER_ADDR, "
+                 "MASTER_PORT, or --spawn) or mpi (under mpirun)")
+      ->check(CLI::IsMember({"local", "zmq", "mpi"}));
+  app.add_flag("--spawn", j.spawn, "zmq: fork --workers processes on 127.0.0.1 and run the whole job");
+  app.add_option("--codec", o.codec, "gradient codec")
+      ->check(CLI::IsMember({"identity", "top_k", "block_top_k", "maxmin_quantize", "random_k", "qsgd", "sign"}));
+  app.add_option("--ratio", o.ratio, "top_k, block_top_k, random_k: fraction kept")->check(CLI::Range(1e-6, 1.0));
+  app.add_option("--bits", o.bits, "maxmin_quantize: bits per element; qsgd: 2^(bits-1)-1 levels")
+      ->check(CLI::Range(1u, 8u));
+  app.add_option("--feedback", o.feedback, "error feedback")->check(CLI::IsMember({"none", "residual", "ef21"}));
+  app.add_option("--optimizer", o.optimizer, "optimizer")->check(CLI::IsMember({"sgd", "adam", "adamw"}));
+  app.add_option("--lr", o.lr, "learning rate");
+  app.add_option("--momentum", o.momentum, "sgd momentum");
+  app.add_option("--staleness", o.staleness, "updates the parameters may lag behind (0, 1, 2)")
+      ->check(CLI::Range(0u, 2u));
+  app.add_option("--batch", o.batch, "images per worker and step")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{60000}));
+  app.add_option("--epochs", o.epochs, "epochs at most")->check(CLI::Range(1u, 1000u));
+  app.add_option("--target-accuracy", o.target_accuracy, "stop when the test accuracy reaches it (0: never)")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--eval-every", o.eval_every, "evaluate every this many steps (0: once per epoch)");
+  app.add_option("--seed", o.seed, "seed of initialization, shards, order and random codecs");
+  app.add_option("--sizes", o.sizes, "layer widths, input first")->expected(2, 16);
+  app.add_option("--data", j.data_dir, "directory of the four Fashion-MNIST .gz files");
+  app.add_option("--json", j.json, "write the summary as JSON to this file (- for stdout)");
+  bool quiet = false;
+  app.add_flag("--quiet", quiet, "no progress lines");
+  CLI11_PARSE(app, argc, argv);
+  o.progress = !quiet;
+
+  try {
+    data d{load(j.data_dir, "train"), load(j.data_dir, "t10k")};
+    if (j.transport == "local") return run_local(j, d);
+    if (j.transport == "zmq") {
+#if FASHION_MNIST_HAVE_ZMQ
+      if (j.spawn) return run_zmq_spawn(j, d);
+      return run_zmq_rank(j, d, sluice::zmq_options{});
+#else
+      sluice::throw_error(sluice::errc::unsupported, "--transport zmq: built without ZeroMQ (install cppzmq-dev)");
+#endif
+    }
+#if FASHION_MNIST_HAVE_MPI
+    sluice::mpi_environment env(&argc, &argv);
+    auto t = any_transport::make<sluice::mpi_transport>();
+    int const rank = t.rank();
+    j.workers = t.size();
+    train_result const r = train_any(std::move(t), d, j.train);
+    if (rank == 0) report(j, r);
+    return 0;
+#else
+    sluice::throw_error(sluice::errc::unsupported, "--transport mpi: built without MPI (install libopenmpi-dev)");
+#endif
+  } catch (std::exception const& e) {
+    fmt::print(stderr, "fashion_mnist: {}\n", e.what());
+    return 1;
+  }
+}

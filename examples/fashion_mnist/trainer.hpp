@@ -1,0 +1,271 @@
+// The data-parallel trainer of the Fashion-MNIST example: every worker holds a replica of the
+// MLP, trains on its shard of the training set, and hands its gradients to a sluice::pipeline,
+// which compresses them (codec + error feedback), exchanges them with the other workers and
+// applies the optimizer to the parameters. Every worker evaluates the replica on the whole test
+// set at the same steps (replicas are bit-identical), so all of them take the same decision to
+// stop at the target accuracy without another message.
+//
+// The codec, feedback and optimizer are chosen at run time but sluice::pipeline is a compile-time
+// assembly: train() is a template, and train_codec<C> (one translation unit per codec, see
+// CMakeLists.txt) dispatches the feedback and optimizer choices with std::visit.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <numeric>
+#include <string>
+#include <type_traits>
+#include <variant>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include <sluice/compress/all.hpp>
+#include <sluice/feedback/all.hpp>
+#include <sluice/optim/all.hpp>
+#include <sluice/pipeline/all.hpp>
+
+#include "idx.hpp"
+#include "mlp.hpp"
+#include "transport.hpp"
+
+namespace fashion_mnist {
+
+/// Everything the command line chooses about one training job (the same on every worker).
+struct train_options {
+  std::string codec = "block_top_k";  ///< identity, top_k, block_top_k, maxmin_quantize, random_k, qsgd, sign
+  double ratio = 0.01;                ///< top_k, block_top_k, random_k: fraction of elements kept
+  unsigned bits = 4;                  ///< maxmin_quantize: bits per element; qsgd: 2^(bits-1) - 1 levels
+  std::string feedback = "residual";  ///< none, residual, ef21
+  std::string optimizer = "adam";     ///< sgd, adam, adamw
+  double lr = 1e-3;
+  double momentum = 0.9;  ///< sgd only
+  unsigned staleness = 1;
+  std::size_t batch = 64;  ///< per worker
+  unsigned epochs = 5;
+  double target_accuracy = 0;  ///< stop at the first evaluation reaching it; 0: train every epoch
+  std::uint64_t seed = 1;
+  std::vector<std::size_t> sizes{784, 256, 128, 10};
+  std::size_t eval_every = 0;  ///< evaluate every this many steps; 0: at the end of each epoch
+  bool progress = true;        ///< rank 0 prints a progress line at every evaluation
+};
+
+/// The two splits, loaded once and shared (read-only) by the workers.
+struct data {
+  dataset train, test;
+};
+
+/// One evaluation.
+struct eval_point {
+  unsigned epoch = 0;
+  std::uint64_t step = 0;
+  double seconds = 0;  ///< training time so far (evaluations excluded)
+  double loss = 0;     ///< mean training loss on this worker's batches since the previous evaluation
+  double accuracy = 0;
+  std::size_t sent_bytes = 0;
+};
+
+/// What one worker did.
+struct train_result {
+  int rank = 0, workers = 1;
+  double accuracy = 0;            ///< test accuracy at the last evaluation
+  double wall_seconds = 0;        ///< from attach to the end, evaluations included
+  double train_seconds = 0;       ///< the same without the evaluations
+  double time_to_target = -1;     ///< train_seconds when the target was first reached; -1: not reached
+  std::uint64_t steps = 0;        ///< optimizer steps
+  std::size_t sent_bytes = 0;     ///< bytes this worker put on the wire
+  std::size_t dense_bytes = 0;    ///< bytes dense fp32 gradients would have been, per step summed
+  unsigned epochs = 0;            ///< epochs started
+  std::vector<eval_point> curve;  ///< every evaluation
+};
+
+/// Sums what the pipeline reports it sent (a TelemetrySink).
+struct bytes_sink {
+  std::atomic<std::size_t> sent{0}, dense{0};
+  void record(sluice::stage_sample const&) noexcept {}
+  void record(sluice::step_report const& r) noexcept {
+    sent.fetch_add(r.sent_bytes, std::memory_order_relaxed);
+    dense.fetch_add(r.dense_bytes, std::memory_order_relaxed);
+  }
+};
+
+/// The indices of worker `rank`'s shard: a contiguous slice of one seeded permutation of the
+/// training set (so every shard mixes all classes); every worker's shard has the same size.
+inline std::vector<std::size_t> shard(std::size_t count, int rank, int workers, std::uint64_t seed) {
+  std::vector<std::size_t> all(count);
+  std::iota(all.begin(), all.end(), std::size_t{0});
+  for (std::size_t i = count; i > 1; --i) std::swap(all[i - 1], all[mix(seed ^ 0x5eed ^ (i << 1)) % i]);
+  std::size_t const per = count / static_cast<std::size_t>(workers);
+  auto const first = all.begin() + static_cast<std::ptrdiff_t>(per * static_cast<std::size_t>(rank));
+  return {first, first + static_cast<std::ptrdiff_t>(per)};
+}
+
+/// Trains one worker to the end (all epochs, or the target accuracy) through a pipeline of the
+/// given policies; call it on every worker with the same options.
+template <class C, class F, class O>
+train_result train(C codec, F feedback, O optimizer, any_transport transport, data const& d, train_options const& o) {
+  using clock = std::chrono::steady_clock;
+  train_result res;
+  res.rank = transport.rank();
+  res.workers = transport.size();
+  mlp net(o.sizes, o.seed);
+  bytes_sink sink;
+  sluice::pipeline pipe{std::move(codec), std::move(feedback), std::move(optimizer), std::move(transport),
+                        sluice::pipeline_options{.staleness = o.staleness, .seed = o.seed, .kernel_threads = 1}};
+  pipe.set_telemetry(sink);
+  auto const params = net.parameters();
+  pipe.attach(net.layout(), params);
+
+  std::vector<std::size_t> mine = shard(d.train.count, res.rank, res.workers, o.seed);
+  std::size_t const steps_per_epoch = mine.size() / o.batch;
+  sluice::require(steps_per_epoch > 0, sluice::errc::invalid_argument,
+                  "fashion_mnist: a shard of {} images holds no batch of {}; use fewer workers or a smaller --batch",
+                  mine.size(), o.batch);
+  std::size_t const eval_every = o.eval_every > 0 ? o.eval_every : steps_per_epoch;
+
+  auto const start = clock::now();
+  double eval_seconds = 0, loss_sum = 0;
+  std::size_t loss_count = 0;
+  bool done = false;
+  for (unsigned epoch = 0; epoch < o.epochs && !done; ++epoch) {
+    res.epochs = epoch + 1;
+    // A fresh order of this worker's shard every epoch, from (seed, rank, epoch).
+    std::uint64_t const key = mix(o.seed ^ mix(static_cast<std::uint64_t>(res.rank) << 32 | epoch));
+    for (std::size_t i = mine.size(); i > 1; --i) std::swap(mine[i - 1], mine[mix(key + i) % i]);
+    for (std::size_t s = 0; s < steps_per_epoch && !done; ++s) {
+      auto const batch = std::span<std::size_t const>(mine).subspan(s * o.batch, o.batch);
+      loss_sum += net.train_batch(d.train, batch);
+      ++loss_count;
+      pipe.step(net.gradients());
+      ++res.steps;
+      bool const last = epoch + 1 == o.epochs && s + 1 == steps_per_epoch;
+      if (res.steps % eval_every != 0 && !last) continue;
+      pipe.synchronize();
+      auto const e0 = clock::now();
+      double const acc = net.accuracy(d.test);
+      eval_seconds += std::chrono::duration<double>(clock::now() - e0).count();
+      double const trained = std::chrono::duration<double>(clock::now() - start).count() - eval_seconds;
+      eval_point const p{epoch + 1, res.steps,       trained, loss_sum / static_cast<double>(loss_count),
+                         acc,       sink.sent.load()};
+      res.curve.push_back(p);
+      loss_sum = 0;
+      loss_count = 0;
+      if (o.target_accuracy > 0 && acc >= o.target_accuracy) {
+        res.time_to_target = trained;
+        done = true;
+      }
+      if (o.progress && res.rank == 0) {
+        fmt::print(
+            "epoch {:>2}  step {:>6}  loss {:.4f}  test accuracy {:.4f}  sent {:8.2f} MB  {:7.2f} MB/s  {:6.1f} s\n",
+            p.epoch, p.step, p.loss, p.accuracy, static_cast<double>(p.sent_bytes) / 1e6,
+            static_cast<double>(p.sent_bytes) / 1e6 / std::max(trained, 1e-9), trained);
+        std::fflush(stdout);
+      }
+    }
+  }
+  pipe.synchronize();
+  res.wall_seconds = std::chrono::duration<double>(clock::now() - start).count();
+  res.train_seconds = res.wall_seconds - eval_seconds;
+  res.accuracy = res.curve.empty() ? 0 : res.curve.back().accuracy;
+  res.sent_bytes = sink.sent.load();
+  res.dense_bytes = sink.dense.load();
+  return res;
+}
+
+/// The feedback and optimizer choices compiled in. Each pair is one more pipeline per codec
+/// (several seconds of compile time each), so ef21 and adamw are built only with
+/// -DFASHION_MNIST_ALL_POLICIES=ON.
+#if FASHION_MNIST_ALL_POLICIES
+using feedback_choice = std::variant<sluice::no_feedback, sluice::residual, sluice::ef21>;
+using optimizer_choice = std::variant<sluice::sgd, sluice::adam, sluice::adamw>;
+#else
+using feedback_choice = std::variant<sluice::no_feedback, sluice::residual>;
+using optimizer_choice = std::variant<sluice::sgd, sluice::adam>;
+#endif
+
+inline feedback_choice make_feedback(train_options const& o) {
+  if (o.feedback == "none") return sluice::no_feedback{};
+  if (o.feedback == "residual") return sluice::residual{};
+#if FASHION_MNIST_ALL_POLICIES
+  if (o.feedback == "ef21") return sluice::ef21{};
+#else
+  sluice::require(o.feedback != "ef21", sluice::errc::unsupported,
+                  "--feedback ef21 is not compiled into this build; reconfigure with -DFASHION_MNIST_ALL_POLICIES=ON");
+#endif
+  sluice::throw_error(sluice::errc::invalid_argument, "--feedback {}: choose none, residual or ef21", o.feedback);
+}
+inline optimizer_choice make_optimizer(train_options const& o) {
+  if (o.optimizer == "sgd") return sluice::sgd{.lr = o.lr, .momentum = o.momentum};
+  if (o.optimizer == "adam") return sluice::adam{.lr = o.lr};
+#if FASHION_MNIST_ALL_POLICIES
+  if (o.optimizer == "adamw") return sluice::adamw{.lr = o.lr};
+#else
+  sluice::require(
+      o.optimizer != "adamw", sluice::errc::unsupported,
+      "--optimizer adamw is not compiled into this build; reconfigure with -DFASHION_MNIST_ALL_POLICIES=ON");
+#endif
+  sluice::throw_error(sluice::errc::invalid_argument, "--optimizer {}: choose sgd, adam or adamw", o.optimizer);
+}
+
+/// The codec value the options describe.
+template <class C>
+C make_codec(train_options const& o) {
+  if constexpr (std::is_same_v<C, sluice::top_k> || std::is_same_v<C, sluice::block_top_k> ||
+                std::is_same_v<C, sluice::random_k>) {
+    return C{.ratio = o.ratio};
+  } else if constexpr (std::is_same_v<C, sluice::maxmin_quantize>) {
+    return C{.bits = o.bits};
+  } else if constexpr (std::is_same_v<C, sluice::qsgd>) {
+    sluice::require(o.bits >= 2 && o.bits <= 8, sluice::errc::invalid_argument,
+                    "--bits {} for qsgd: use 2 to 8 (one sign bit, 2^(bits-1) - 1 levels)", o.bits);
+    return C{.levels = (1u << (o.bits - 1)) - 1};
+  } else {
+    return C{};
+  }
+}
+
+/// train() for codec C with the feedback and optimizer the options name.
+template <class C>
+train_result train_codec(C codec, any_transport transport, data const& d, train_options const& o) {
+  return std::visit(
+      [&]<class F, class O>(F feedback, O optimizer) -> train_result {
+        if constexpr (std::is_same_v<C, sluice::identity> && !std::is_same_v<F, sluice::no_feedback>) {
+          sluice::throw_error(sluice::errc::invalid_argument,
+                              "--codec identity sends gradients exactly: error feedback has nothing to compensate; "
+                              "use --feedback none");
+        } else {
+          return train(std::move(codec), feedback, optimizer, std::move(transport), d, o);
+        }
+      },
+      make_feedback(o), make_optimizer(o));
+}
+
+// One function per codec, each defined in its own translation unit (codec.cpp.in), so the build
+// compiles them in parallel: train_codec(make_codec<sluice::NAME>(o), ...).
+train_result train_identity(any_transport t, data const& d, train_options const& o);
+train_result train_top_k(any_transport t, data const& d, train_options const& o);
+train_result train_block_top_k(any_transport t, data const& d, train_options const& o);
+train_result train_random_k(any_transport t, data const& d, train_options const& o);
+train_result train_maxmin_quantize(any_transport t, data const& d, train_options const& o);
+train_result train_qsgd(any_transport t, data const& d, train_options const& o);
+train_result train_sign(any_transport t, data const& d, train_options const& o);
+
+/// Trains one worker with the codec the options name (needs the codec translation units).
+inline train_result train_any(any_transport t, data const& d, train_options const& o) {
+  if (o.codec == "identity") return train_identity(std::move(t), d, o);
+  if (o.codec == "top_k") return train_top_k(std::move(t), d, o);
+  if (o.codec == "block_top_k") return train_block_top_k(std::move(t), d, o);
+  if (o.codec == "random_k") return train_random_k(std::move(t), d, o);
+  if (o.codec == "maxmin_quantize") return train_maxmin_quantize(std::move(t), d, o);
+  if (o.codec == "qsgd") return train_qsgd(std::move(t), d, o);
+  if (o.codec == "sign") return train_sign(std::move(t), d, o);
+  sluice::throw_error(sluice::errc::invalid_argument,
+                      "--codec {}: choose identity, top_k, block_top_k, maxmin_quantize, random_k, qsgd or sign",
+                      o.codec);
+}
+
+}  // namespace fashion_mnist
