@@ -73,8 +73,8 @@ void all_codecs(std::span<std::byte const> msg, std::size_t n) {
 template <class C, class T>
 void edited(C const& c, std::span<std::uint8_t const> in) {
   // Odd in[1]: a multiple of 8 (a matrix of 8 columns for power_sgd), else any small length.
-  std::size_t const n = (in[1] & 1) != 0 ? 8 * (1 + static_cast<std::size_t>(in[1]) / 2)
-                                         : 1 + 2 * static_cast<std::size_t>(in[1]);
+  std::size_t const n =
+      (in[1] & 1) != 0 ? 8 * (1 + static_cast<std::size_t>(in[1]) / 2) : 1 + 2 * static_cast<std::size_t>(in[1]);
   std::vector<T> x(n);
   std::uint32_t h = 0x9E3779B9u * (in[2] + 1u);
   for (auto& v : x) {
