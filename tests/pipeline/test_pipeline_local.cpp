@@ -387,3 +387,20 @@ TEST_CASE("pipeline: bad input is refused with a clear error") {
   });
   test::rethrow_first(errors);
 }
+
+TEST_CASE("pipeline: attach copies rank 0's parameters to every rank, in bounded messages") {
+  layout big;
+  big.add("embedding", {2500, 2000});  // 5 M floats: more than one 16 MiB message
+  big.add("bias", {7});
+  std::vector<std::vector<std::vector<float>>> store(3);
+  auto errors = test::run_local(3, [&](local_transport& ep) {
+    auto& mine = store[static_cast<std::size_t>(ep.rank())];
+    for (auto const& t : big.tensors()) mine.emplace_back(t.elements(), static_cast<float>(ep.rank() + 1));
+    std::vector<std::span<float>> spans(mine.begin(), mine.end());
+    pipeline pipe{top_k{.ratio = 0.01}, residual{}, sgd{.lr = 0.1}, ep, small_buckets()};
+    pipe.attach(big, spans);
+  });
+  test::rethrow_first(errors);
+  for (auto const& rank : store)
+    for (auto const& t : rank) CHECK(std::all_of(t.begin(), t.end(), [](float x) { return x == 1.0f; }));
+}

@@ -574,23 +574,29 @@ class pipeline {
     }
   }
 
+  // Rank 0's parameters to every rank, in messages of at most broadcast_chunk floats (engines
+  // bound a message's size: zmq_options::max_message_bytes), in order on one tag.
   void broadcast_master() {
     int const n = t_.size(), r = t_.rank();
     if (n == 1) return;
     deadline const d = deadline::after(options_.timeout);
-    auto const bytes = std::as_bytes(std::span<float const>(master_));
-    if (r == 0) {
-      char const* const what = "pipeline::attach (parameters)";
-      collective_context const ctx{.timeout = options_.timeout, .tag = attach_tag + 2};
-      detail::send_set<transport_type> sends(t_, static_cast<std::size_t>(n - 1));
-      for (int p = 1; p < n; ++p) sends.start(p, attach_tag + 2, bytes, what, ctx);
-      sends.wait_all(d, what, ctx);
-    } else {
-      std::vector<std::byte> buf;
-      auto const got = t_.recv(0, attach_tag + 2, buf, d);
-      require(got.size() == bytes.size(), errc::malformed_message,
-              "pipeline::attach: rank 0 sent {} bytes of parameters, {} expected", got.size(), bytes.size());
-      std::memcpy(master_.data(), got.data(), got.size());
+    constexpr std::size_t broadcast_chunk = std::size_t{4} << 20;  // 16 MiB of fp32
+    char const* const what = "pipeline::attach (parameters)";
+    collective_context const ctx{.timeout = options_.timeout, .tag = attach_tag + 2};
+    std::vector<std::byte> buf;
+    for (std::size_t at = 0; at < master_.size(); at += broadcast_chunk) {
+      auto const part = std::span<float>(master_).subspan(at, std::min(broadcast_chunk, master_.size() - at));
+      if (r == 0) {
+        detail::send_set<transport_type> sends(t_, static_cast<std::size_t>(n - 1));
+        for (int p = 1; p < n; ++p) sends.start(p, attach_tag + 2, std::as_bytes(part), what, ctx);
+        sends.wait_all(d, what, ctx);
+      } else {
+        auto const got = t_.recv(0, attach_tag + 2, buf, d);
+        require(got.size() == part.size_bytes(), errc::malformed_message,
+                "pipeline::attach: rank 0 sent {} bytes of parameters at element {}, {} expected", got.size(), at,
+                part.size_bytes());
+        std::memcpy(part.data(), got.data(), got.size());
+      }
     }
     for (std::size_t i = 0; i < user_.size(); ++i) scatter(i, master_, user_[i]);
   }
