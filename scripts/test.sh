@@ -41,7 +41,7 @@ fi
 
 if [[ $skip != *" fuzz "* ]] && command -v clang++ >/dev/null; then
   # Default: 60 s over all targets together (CI stays near 30 minutes as targets are added; long
-  # runs are made by hand, see docs/reliability.md).
+  # runs are made by hand: `build/fuzz/tests/fuzz/<target> <corpus> -max_total_time=<s>`).
   targets=$(ls tests/fuzz/fuzz_*.cpp | wc -l)
   secs=${SLUICE_FUZZ_SECONDS:-$((60 / targets))}
   stage "libFuzzer targets, ${secs}s each"
