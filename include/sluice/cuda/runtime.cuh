@@ -48,58 +48,56 @@ inline void check(cudaError_t e, std::string_view what) {
   throw_error(errc::unsupported, "{}: CUDA error {} ({})", what, cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
+namespace detail {
+
+/// An owning array of T in memory that `Memory` allocates (`allocate(void**, bytes)`) and frees
+/// (`release(void*)`), uninitialized: device_buffer and pinned_buffer are its two instances.
+template <class T, class Memory>
+class owning_buffer {
+ public:
+  owning_buffer() = default;
+  explicit owning_buffer(std::size_t n) : n_(n) {
+    if (n > 0) check(Memory::allocate(reinterpret_cast<void**>(&p_), n * sizeof(T)), Memory::name);
+  }
+  owning_buffer(owning_buffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  owning_buffer& operator=(owning_buffer&& o) noexcept {
+    std::swap(p_, o.p_);
+    std::swap(n_, o.n_);
+    return *this;
+  }
+  ~owning_buffer() {
+    if (p_ != nullptr) (void)Memory::release(p_);
+  }
+  [[nodiscard]] T* data() const noexcept { return p_; }
+  [[nodiscard]] std::size_t size() const noexcept { return n_; }
+  [[nodiscard]] std::span<T> span() const noexcept { return {p_, n_}; }
+
+ private:
+  T* p_ = nullptr;
+  std::size_t n_ = 0;
+};
+
+struct device_memory {
+  static constexpr char const* name = "cuda::device_buffer";
+  static cudaError_t allocate(void** p, std::size_t bytes) { return cudaMalloc(p, bytes); }
+  static cudaError_t release(void* p) { return cudaFree(p); }
+};
+struct pinned_memory {
+  static constexpr char const* name = "cuda::pinned_buffer";
+  static cudaError_t allocate(void** p, std::size_t bytes) { return cudaMallocHost(p, bytes); }
+  static cudaError_t release(void* p) { return cudaFreeHost(p); }
+};
+
+}  // namespace detail
+
 /// An owning array of T in device memory (cudaMalloc), uninitialized.
 template <class T>
-class device_buffer {
- public:
-  device_buffer() = default;
-  explicit device_buffer(std::size_t n) : n_(n) {
-    if (n > 0) check(cudaMalloc(reinterpret_cast<void**>(&p_), n * sizeof(T)), "cuda::device_buffer");
-  }
-  device_buffer(device_buffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
-  device_buffer& operator=(device_buffer&& o) noexcept {
-    std::swap(p_, o.p_);
-    std::swap(n_, o.n_);
-    return *this;
-  }
-  ~device_buffer() {
-    if (p_ != nullptr) (void)cudaFree(p_);
-  }
-  [[nodiscard]] T* data() const noexcept { return p_; }
-  [[nodiscard]] std::size_t size() const noexcept { return n_; }
-  [[nodiscard]] std::span<T> span() const noexcept { return {p_, n_}; }
+using device_buffer = detail::owning_buffer<T, detail::device_memory>;
 
- private:
-  T* p_ = nullptr;
-  std::size_t n_ = 0;
-};
-
-/// An owning array of T in pinned (page-locked) host memory: the staging buffer of asynchronous
-/// device-to-host copies.
+/// An owning array of T in pinned (page-locked) host memory (cudaMallocHost): the staging buffer
+/// of asynchronous device-to-host copies.
 template <class T>
-class pinned_buffer {
- public:
-  pinned_buffer() = default;
-  explicit pinned_buffer(std::size_t n) : n_(n) {
-    if (n > 0) check(cudaMallocHost(reinterpret_cast<void**>(&p_), n * sizeof(T)), "cuda::pinned_buffer");
-  }
-  pinned_buffer(pinned_buffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
-  pinned_buffer& operator=(pinned_buffer&& o) noexcept {
-    std::swap(p_, o.p_);
-    std::swap(n_, o.n_);
-    return *this;
-  }
-  ~pinned_buffer() {
-    if (p_ != nullptr) (void)cudaFreeHost(p_);
-  }
-  [[nodiscard]] T* data() const noexcept { return p_; }
-  [[nodiscard]] std::size_t size() const noexcept { return n_; }
-  [[nodiscard]] std::span<T> span() const noexcept { return {p_, n_}; }
-
- private:
-  T* p_ = nullptr;
-  std::size_t n_ = 0;
-};
+using pinned_buffer = detail::owning_buffer<T, detail::pinned_memory>;
 
 /// An owning non-blocking CUDA stream.
 class stream {
