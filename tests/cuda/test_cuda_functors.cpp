@@ -18,6 +18,8 @@
 #include <sluice/optim/adamw.hpp>
 #include <sluice/optim/sgd.hpp>
 
+#include "cuda/cuda_testing.hpp"
+
 namespace {
 
 using namespace sluice;
@@ -28,13 +30,7 @@ std::uint32_t bits(float x) {
   return u;
 }
 
-std::vector<float> normal(std::size_t n, std::uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
+using test::normal;
 
 // Buckets that exercise the special grids: constant (unit 0), a subnormal range (infinite
 // reciprocal), a NaN and an infinity (NaN grid), zeros.
@@ -113,13 +109,7 @@ TEST_CASE("fused feedback + max-min quantization equals compensate, encode, deco
       auto const g = awkward(n, 512, b);
       auto const e0 = normal(n, 77, 0.1f);
       // Reference: the unfused composition on the CPU codec.
-      std::vector<float> cv(n), d(n), e_ref(n);
-      for (std::size_t i = 0; i < n; ++i) cv[i] = g[i] + e0[i];
-      std::vector<std::byte> ref(c.max_encoded_bytes(n));
-      codec_workspace<maxmin_quantize, float> ws;
-      ref.resize(c.encode(std::span<float const>(cv), ctx, ws, ref));
-      c.decode(std::span<std::byte const>(ref), ctx, ws, std::span<float>(d));
-      for (std::size_t i = 0; i < n; ++i) e_ref[i] = cv[i] - d[i];
+      auto const [ref, e_ref] = test::maxmin_feedback(c, ctx, g, e0);
       // Functors.
       auto e = e0;
       auto const got = device_path_frame(c, ctx, g, e.data());

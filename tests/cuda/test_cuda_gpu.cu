@@ -21,6 +21,8 @@
 #include <sluice/optim/adamw.hpp>
 #include <sluice/optim/sgd.hpp>
 
+#include "cuda/cuda_testing.hpp"
+
 namespace {
 
 // No `using namespace sluice` in a .cu file: it would make `cuda` ambiguous at global scope
@@ -29,13 +31,7 @@ namespace sc = sluice::cuda;
 using sluice::adam, sluice::adamw, sluice::sgd, sluice::maxmin_quantize, sluice::top_k, sluice::block_top_k,
     sluice::rounding, sluice::encode_context, sluice::codec_workspace, sluice::optimizer_state;
 
-std::vector<float> normal(std::size_t n, std::uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
+using sluice::test::normal, sluice::test::same_bits;
 
 template <class T>
 sc::device_buffer<T> upload(std::vector<T> const& v) {
@@ -49,12 +45,6 @@ std::vector<T> download(T const* p, std::size_t n) {
   std::vector<T> v(n);
   sc::check(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), "download");
   return v;
-}
-
-void same_bits(std::vector<float> const& a, std::vector<float> const& b, char const* what) {
-  REQUIRE(a.size() == b.size());
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (std::memcmp(&a[i], &b[i], 4) != 0) FAIL(what << ": element " << i << ": " << a[i] << " vs " << b[i]);
 }
 
 }  // namespace

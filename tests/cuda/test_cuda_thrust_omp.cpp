@@ -15,6 +15,8 @@
 #include <sluice/optim/adam.hpp>
 #include <sluice/optim/sgd.hpp>
 
+#include "cuda/cuda_testing.hpp"
+
 static_assert(THRUST_DEVICE_SYSTEM == THRUST_DEVICE_SYSTEM_OMP, "this test runs Thrust's OpenMP device system");
 
 namespace {
@@ -22,19 +24,7 @@ namespace {
 using namespace sluice;
 namespace sc = sluice::cuda;  // `cuda` alone would also name libcu++'s ::cuda, which Thrust brings in
 
-std::vector<float> normal(std::size_t n, std::uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-
-void same_bits(std::vector<float> const& a, std::vector<float> const& b, char const* what) {
-  REQUIRE(a.size() == b.size());
-  for (std::size_t i = 0; i < a.size(); ++i)
-    if (std::memcmp(&a[i], &b[i], 4) != 0) FAIL(what << ": element " << i << ": " << a[i] << " vs " << b[i]);
-}
+using test::normal, test::same_bits;
 
 }  // namespace
 
@@ -52,13 +42,7 @@ TEST_CASE("Thrust (OpenMP) fused feedback + max-min quantization equals the CPU 
         g[bucket + 1] = std::numeric_limits<float>::quiet_NaN();
         auto const e0 = normal(n, 4, 0.1f);
         // CPU reference: compensate, encode, decode, subtract.
-        std::vector<float> cv(n), d(n), e_ref(n);
-        for (std::size_t i = 0; i < n; ++i) cv[i] = g[i] + e0[i];
-        std::vector<std::byte> ref(c.max_encoded_bytes(n));
-        codec_workspace<maxmin_quantize, float> ws;
-        ref.resize(c.encode(std::span<float const>(cv), ctx, ws, ref));
-        c.decode(std::span<std::byte const>(ref), ctx, ws, std::span<float>(d));
-        for (std::size_t i = 0; i < n; ++i) e_ref[i] = cv[i] - d[i];
+        auto const [ref, e_ref] = test::maxmin_feedback(c, ctx, g, e0);
         // Thrust.
         auto e = e0;
         auto const l = sc::layout_of(c, n);
@@ -72,6 +56,7 @@ TEST_CASE("Thrust (OpenMP) fused feedback + max-min quantization equals the CPU 
         same_bits(e, e_ref, "residual");
         // Dequantize-add.
         auto dense = normal(n, 5), dense_ref = dense;
+        codec_workspace<maxmin_quantize, float> ws;
         sc::portable::dequantize_add(thrust::device, dense.data(), n, p, payload.data());
         c.decode_add(std::span<std::byte const>(ref), ctx, ws, std::span<float>(dense_ref));
         same_bits(dense, dense_ref, "dequantize_add");
