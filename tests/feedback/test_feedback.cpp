@@ -433,3 +433,33 @@ TEST_CASE("fused residual + block_top_k is bit-identical for every block size an
     }
 }
 #endif
+
+TEST_CASE("public entries take what converts to a span: std::vector for gradients, inputs and outputs") {
+  // T is deduced from the workspace, so a std::vector<float> converts at the call, as it does for
+  // the optimizers' step(). The result is the same as through explicit spans.
+  std::size_t const n = 4096;
+  std::vector<float> const g = random_grad(n, 11);
+  sluice::top_k const c{.ratio = 0.01};
+  sluice::encode_context const ctx{.seed = 3, .rank = 0, .step = 0, .tensor = 0};
+  sluice::residual const f{};
+  feedback_state sa(f, std::vector<std::size_t>{n}), sb(f, std::vector<std::size_t>{n});
+  feedback_workspace<sluice::top_k, float> wa, wb;
+  std::vector<std::byte> oa(c.max_encoded_bytes(n)), ob(oa.size());
+  std::size_t const na = f.encode(c, sa.slice(0), g, ctx, wa, oa);
+  std::size_t const nb = f.encode(c, sb.slice(0), std::span<float const>(g), ctx, wb, std::span<std::byte>(ob));
+  REQUIRE(na == nb);
+  CHECK(std::equal(oa.begin(), oa.begin() + static_cast<std::ptrdiff_t>(na), ob.begin()));
+
+  sluice::top_k::workspace<float> cw;
+  std::vector<std::byte> raw(c.max_encoded_bytes(n));
+  std::size_t const bytes = c.encode(g, ctx, cw, raw);
+  std::vector<float> dense(n, 0.0f);
+  c.decode(std::span<std::byte const>(raw.data(), bytes), ctx, cw, dense);
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    if (dense[i] != 0.0f) {
+      CHECK(dense[i] == g[i]);
+      ++kept;
+    }
+  CHECK(kept == c.keep(n));
+}

@@ -1,4 +1,7 @@
-# Runs one packaging test in script mode: MODE is find_package or add_subdirectory.
+# Runs one packaging test in script mode: MODE is find_package or add_subdirectory. In find_package
+# mode the consumer is also configured as on a machine without the CUDA Toolkit
+# (CMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit): it must configure with the engines it asks for (mpi,
+# zmq, when this machine has them), and asking for `cuda` there must fail with sluice's message.
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
 
@@ -19,8 +22,28 @@ if(MODE STREQUAL "find_package")
   if(NOT EXISTS "${WORK_DIR}/prefix/include/sluice/sluice.hpp")
     message(FATAL_ERROR "install did not place include/sluice/sluice.hpp")
   endif()
-  run(${CMAKE_COMMAND} -S "${CMAKE_CURRENT_LIST_DIR}/consumer" -B "${WORK_DIR}/consumer-build" ${common}
-      -DCONSUMER_MODE=find_package -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix)
+  set(consumer -S "${CMAKE_CURRENT_LIST_DIR}/consumer" ${common} -DCONSUMER_MODE=find_package
+               -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix)
+  file(GLOB installed RELATIVE "${WORK_DIR}/prefix/share/cmake/sluice" "${WORK_DIR}/prefix/share/cmake/sluice/sluice-*Targets.cmake")
+  set(engines "")
+  foreach(f IN LISTS installed)
+    string(REGEX REPLACE "^sluice-(.*)Targets\\.cmake$" "\\1" e "${f}")
+    if(e MATCHES "^(mpi|zmq)$")
+      list(APPEND engines ${e})
+    endif()
+  endforeach()
+  list(JOIN engines "\\;" engines_arg)
+  run(${CMAKE_COMMAND} ${consumer} -B "${WORK_DIR}/consumer-nocuda" -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON
+      "-DSLUICE_COMPONENTS=${engines_arg}")
+  if(EXISTS "${WORK_DIR}/prefix/share/cmake/sluice/sluice-cudaTargets.cmake")
+    execute_process(COMMAND ${CMAKE_COMMAND} ${consumer} -B "${WORK_DIR}/consumer-nocuda-cuda"
+                            -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON -DSLUICE_COMPONENTS=cuda
+                    WORKING_DIRECTORY "${WORK_DIR}" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+    if(rc EQUAL 0 OR NOT "${out}${err}" MATCHES "CUDAToolkit")
+      message(FATAL_ERROR "requiring the cuda component without the CUDA Toolkit must fail naming it (rc ${rc}):\n${out}\n${err}")
+    endif()
+  endif()
+  run(${CMAKE_COMMAND} ${consumer} -B "${WORK_DIR}/consumer-build")
 else()
   run(${CMAKE_COMMAND} -S "${CMAKE_CURRENT_LIST_DIR}/consumer" -B "${WORK_DIR}/consumer-build" ${common}
       -DCONSUMER_MODE=add_subdirectory -DSLUICE_SOURCE_DIR=${SLUICE_SOURCE_DIR})

@@ -9,6 +9,7 @@
 #include <sluice/compress/power_sgd.hpp>
 #include <sluice/compress/qsgd.hpp>
 #include <sluice/compress/random_k.hpp>
+#include <sluice/compress/rounding.hpp>
 #include <sluice/compress/sign.hpp>
 #include <sluice/compress/threshold_top_k.hpp>
 #include <sluice/compress/top_k.hpp>

@@ -217,7 +217,7 @@ struct block_top_k {
 
   /// Encodes `in` into `out` (at least max_encoded_bytes<T>(in.size()) bytes); returns bytes written.
   template <Element T>
-  std::size_t encode(std::span<T const> in, encode_context const& ctx, workspace<T>& ws,
+  std::size_t encode(std::type_identity_t<std::span<T const>> in, encode_context const& ctx, workspace<T>& ws,
                      std::span<std::byte> out) const {
     validate();
     compress_detail::check_out(out.size(), max_encoded_bytes<T>(in.size()), "block_top_k");
@@ -227,14 +227,15 @@ struct block_top_k {
 
   /// Overwrites `dense` with the decoded tensor (zeros outside the kept blocks).
   template <Element T>
-  void decode(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws, std::span<T> dense) const {
+  void decode(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
+              std::type_identity_t<std::span<T>> dense) const {
     apply(msg, ctx, ws, dense, false);
   }
 
   /// Adds the decoded tensor into `dense`.
   template <Element T>
   void decode_add(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
-                  std::span<T> dense) const {
+                  std::type_identity_t<std::span<T>> dense) const {
     apply(msg, ctx, ws, dense, true);
   }
 

@@ -6,12 +6,14 @@
 #include <cstddef>
 #include <cstring>
 #include <span>
+#include <type_traits>
 
 #include <fmt/format.h>
 
 #include <sluice/compress/concepts.hpp>
 #include <sluice/compress/detail/common.hpp>
 #include <sluice/compress/detail/quantize.hpp>
+#include <sluice/compress/rounding.hpp>
 #include <sluice/core/parallel.hpp>
 #include <sluice/core/random.hpp>
 
@@ -29,6 +31,10 @@ struct cast {
 
   friend bool operator==(cast const&, cast const&) = default;
 
+  /// No per-tensor state (T is deduced from the workspace, so inputs convert to their spans).
+  template <Element T>
+  struct workspace {};
+
   /// Exact frame size for n elements (the same for every T).
   template <Element T = float>
   [[nodiscard]] std::size_t max_encoded_bytes(std::size_t n) const noexcept {
@@ -45,7 +51,7 @@ struct cast {
 
   /// Encodes `in` into `out` (at least max_encoded_bytes(in.size()) bytes); returns bytes written.
   template <Element T>
-  std::size_t encode(std::span<T const> in, encode_context const& ctx, codec_workspace<cast, T>&,
+  std::size_t encode(std::type_identity_t<std::span<T const>> in, encode_context const& ctx, workspace<T>&,
                      std::span<std::byte> out) const {
     validate();
     std::size_t const n = in.size();
@@ -74,15 +80,15 @@ struct cast {
 
   /// Overwrites `dense` with the decoded values.
   template <Element T>
-  void decode(std::span<std::byte const> msg, encode_context const& ctx, codec_workspace<cast, T>&,
-              std::span<T> dense) const {
+  void decode(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>&,
+              std::type_identity_t<std::span<T>> dense) const {
     apply(msg, ctx, dense, false);
   }
 
   /// Adds the decoded values into `dense`.
   template <Element T>
-  void decode_add(std::span<std::byte const> msg, encode_context const& ctx, codec_workspace<cast, T>&,
-                  std::span<T> dense) const {
+  void decode_add(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>&,
+                  std::type_identity_t<std::span<T>> dense) const {
     apply(msg, ctx, dense, true);
   }
 

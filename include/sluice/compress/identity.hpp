@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstring>
 #include <span>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -21,6 +22,10 @@ struct identity {
 
   friend bool operator==(identity const&, identity const&) = default;
 
+  /// No per-tensor state (T is deduced from the workspace, so inputs convert to their spans).
+  template <Element T>
+  struct workspace {};
+
   /// Exact frame size for n elements of T (the default, float, bounds every T).
   template <Element T = float>
   [[nodiscard]] std::size_t max_encoded_bytes(std::size_t n) const noexcept {
@@ -29,7 +34,7 @@ struct identity {
 
   /// Encodes `in` into `out` (at least max_encoded_bytes<T>(in.size()) bytes); returns bytes written.
   template <Element T>
-  std::size_t encode(std::span<T const> in, encode_context const& ctx, codec_workspace<identity, T>&,
+  std::size_t encode(std::type_identity_t<std::span<T const>> in, encode_context const& ctx, workspace<T>&,
                      std::span<std::byte> out) const {
     compress_detail::check_out(out.size(), max_encoded_bytes<T>(in.size()), "identity");
     wire::writer w(out, compress_detail::make_header<T>(wire::codec_id::identity, ctx, in.size()));
@@ -39,16 +44,16 @@ struct identity {
 
   /// Overwrites `dense` with the sent values.
   template <Element T>
-  void decode(std::span<std::byte const> msg, encode_context const& ctx, codec_workspace<identity, T>&,
-              std::span<T> dense) const {
+  void decode(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>&,
+              std::type_identity_t<std::span<T>> dense) const {
     auto const v = values<T>(msg, dense.size(), ctx);
     if (!v.empty()) std::memcpy(dense.data(), v.data(), v.size());
   }
 
   /// Adds the sent values into `dense`.
   template <Element T>
-  void decode_add(std::span<std::byte const> msg, encode_context const& ctx, codec_workspace<identity, T>&,
-                  std::span<T> dense) const {
+  void decode_add(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>&,
+                  std::type_identity_t<std::span<T>> dense) const {
     auto const v = values<T>(msg, dense.size(), ctx);
     for (std::size_t i = 0; i < dense.size(); ++i) {
       T x;

@@ -19,6 +19,7 @@
 #include <sluice/compress/detail/common.hpp>
 #include <sluice/compress/detail/pack.hpp>
 #include <sluice/compress/detail/quantize.hpp>
+#include <sluice/compress/rounding.hpp>
 #include <sluice/core/parallel.hpp>
 #include <sluice/core/random.hpp>
 
@@ -39,6 +40,10 @@ struct maxmin_quantize {
   rounding round = rounding::nearest;  ///< nearest or stochastic (from encode_context::key())
 
   friend bool operator==(maxmin_quantize const&, maxmin_quantize const&) = default;
+
+  /// No per-tensor state (T is deduced from the workspace, so inputs convert to their spans).
+  template <Element T>
+  struct workspace {};
 
   /// Buckets of n elements.
   [[nodiscard]] std::size_t bucket_count(std::size_t n) const noexcept {
@@ -74,7 +79,7 @@ struct maxmin_quantize {
 
   /// Encodes `in` into `out` (at least max_encoded_bytes(in.size()) bytes); returns bytes written.
   template <Element T>
-  std::size_t encode(std::span<T const> in, encode_context const& ctx, codec_workspace<maxmin_quantize, T>&,
+  std::size_t encode(std::type_identity_t<std::span<T const>> in, encode_context const& ctx, workspace<T>&,
                      std::span<std::byte> out) const {
     validate();
     std::size_t const n = in.size(), nb = bucket_count(n);
@@ -131,15 +136,15 @@ struct maxmin_quantize {
 
   /// Overwrites `dense` with the decoded tensor.
   template <Element T>
-  void decode(std::span<std::byte const> msg, encode_context const& ctx, codec_workspace<maxmin_quantize, T>&,
-              std::span<T> dense) const {
+  void decode(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>&,
+              std::type_identity_t<std::span<T>> dense) const {
     apply(msg, ctx, dense, false);
   }
 
   /// Adds the decoded tensor into `dense`.
   template <Element T>
-  void decode_add(std::span<std::byte const> msg, encode_context const& ctx, codec_workspace<maxmin_quantize, T>&,
-                  std::span<T> dense) const {
+  void decode_add(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>&,
+                  std::type_identity_t<std::span<T>> dense) const {
     apply(msg, ctx, dense, true);
   }
 

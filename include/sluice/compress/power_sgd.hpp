@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/format.h>
@@ -128,7 +129,7 @@ struct power_sgd {
 
   /// Encodes `in` into `out` (at least max_encoded_bytes<T>(in.size()) bytes); returns bytes written.
   template <Element T>
-  std::size_t encode(std::span<T const> in, encode_context const& ctx, workspace<T>& ws,
+  std::size_t encode(std::type_identity_t<std::span<T const>> in, encode_context const& ctx, workspace<T>& ws,
                      std::span<std::byte> out) const {
     validate();
     std::size_t const n = in.size();
@@ -203,13 +204,14 @@ struct power_sgd {
   }
 
   template <Element T>
-  void decode(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws, std::span<T> dense) const {
+  void decode(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
+              std::type_identity_t<std::span<T>> dense) const {
     apply(msg, ctx, ws, dense, false);
   }
 
   template <Element T>
   void decode_add(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
-                  std::span<T> dense) const {
+                  std::type_identity_t<std::span<T>> dense) const {
     apply(msg, ctx, ws, dense, true);
   }
 

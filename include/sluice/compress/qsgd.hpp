@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <span>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -39,6 +40,10 @@ struct qsgd {
   std::size_t bucket = 512;  ///< elements per norm, in [1, 4096]
 
   friend bool operator==(qsgd const&, qsgd const&) = default;
+
+  /// No per-tensor state (T is deduced from the workspace, so inputs convert to their spans).
+  template <Element T>
+  struct workspace {};
 
   /// The largest norm sent: norm * (l / s) never rounds past FLT_MAX below it.
   static constexpr float max_norm = 0x1.ffff00p127f;
@@ -92,7 +97,7 @@ struct qsgd {
 
   /// Encodes `in` into `out` (at least max_encoded_bytes(in.size()) bytes); returns bytes written.
   template <Element T>
-  std::size_t encode(std::span<T const> in, encode_context const& ctx, codec_workspace<qsgd, T>&,
+  std::size_t encode(std::type_identity_t<std::span<T const>> in, encode_context const& ctx, workspace<T>&,
                      std::span<std::byte> out) const {
     validate();
     std::size_t const n = in.size(), nb = bucket_count(n);
@@ -113,14 +118,14 @@ struct qsgd {
   }
 
   template <Element T>
-  void decode(std::span<std::byte const> msg, encode_context const& ctx, codec_workspace<qsgd, T>&,
-              std::span<T> dense) const {
+  void decode(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>&,
+              std::type_identity_t<std::span<T>> dense) const {
     apply(msg, ctx, dense, false);
   }
 
   template <Element T>
-  void decode_add(std::span<std::byte const> msg, encode_context const& ctx, codec_workspace<qsgd, T>&,
-                  std::span<T> dense) const {
+  void decode_add(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>&,
+                  std::type_identity_t<std::span<T>> dense) const {
     apply(msg, ctx, dense, true);
   }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/format.h>
@@ -122,7 +123,7 @@ struct random_k {
 
   /// Encodes `in` into `out` (at least max_encoded_bytes<T>(in.size()) bytes); returns bytes written.
   template <Element T>
-  std::size_t encode(std::span<T const> in, encode_context const& ctx, workspace<T>& ws,
+  std::size_t encode(std::type_identity_t<std::span<T const>> in, encode_context const& ctx, workspace<T>& ws,
                      std::span<std::byte> out) const {
     validate();
     std::size_t const n = in.size(), k = keep(n);
@@ -141,14 +142,15 @@ struct random_k {
   }
 
   template <Element T>
-  void decode(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws, std::span<T> dense) const {
+  void decode(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
+              std::type_identity_t<std::span<T>> dense) const {
     auto const f = read<T>(msg, dense.size(), ctx, ws);
     compress_detail::apply_sparse<T>(f, ws.indices, dense, false);
   }
 
   template <Element T>
   void decode_add(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
-                  std::span<T> dense) const {
+                  std::type_identity_t<std::span<T>> dense) const {
     auto const f = read<T>(msg, dense.size(), ctx, ws);
     compress_detail::apply_sparse<T>(f, ws.indices, dense, true);
   }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -31,6 +32,10 @@ struct sign {
   std::size_t bucket = 1024;  ///< elements per scale, in [1, 4096]
 
   friend bool operator==(sign const&, sign const&) = default;
+
+  /// No per-tensor state (T is deduced from the workspace, so inputs convert to their spans).
+  template <Element T>
+  struct workspace {};
 
   [[nodiscard]] std::size_t bucket_count(std::size_t n) const noexcept {
     return bucket == 0 ? 0 : (n + bucket - 1) / bucket;
@@ -63,7 +68,7 @@ struct sign {
 
   /// Encodes `in` into `out` (at least max_encoded_bytes(in.size()) bytes); returns bytes written.
   template <Element T>
-  std::size_t encode(std::span<T const> in, encode_context const& ctx, codec_workspace<sign, T>&,
+  std::size_t encode(std::type_identity_t<std::span<T const>> in, encode_context const& ctx, workspace<T>&,
                      std::span<std::byte> out) const {
     validate();
     std::size_t const n = in.size(), nb = bucket_count(n);
@@ -83,14 +88,14 @@ struct sign {
   }
 
   template <Element T>
-  void decode(std::span<std::byte const> msg, encode_context const& ctx, codec_workspace<sign, T>&,
-              std::span<T> dense) const {
+  void decode(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>&,
+              std::type_identity_t<std::span<T>> dense) const {
     apply(msg, ctx, dense, false);
   }
 
   template <Element T>
-  void decode_add(std::span<std::byte const> msg, encode_context const& ctx, codec_workspace<sign, T>&,
-                  std::span<T> dense) const {
+  void decode_add(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>&,
+                  std::type_identity_t<std::span<T>> dense) const {
     apply(msg, ctx, dense, true);
   }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <limits>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/format.h>
@@ -118,7 +119,7 @@ struct threshold_top_k {
 
   /// Encodes `in` into `out` (at least max_encoded_bytes<T>(in.size()) bytes); returns bytes written.
   template <Element T>
-  std::size_t encode(std::span<T const> in, encode_context const& ctx, workspace<T>& ws,
+  std::size_t encode(std::type_identity_t<std::span<T const>> in, encode_context const& ctx, workspace<T>& ws,
                      std::span<std::byte> out) const {
     validate();
     compress_detail::check_out(out.size(), max_encoded_bytes<T>(in.size()), "threshold_top_k");
@@ -129,7 +130,8 @@ struct threshold_top_k {
   }
 
   template <Element T>
-  void decode(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws, std::span<T> dense) const {
+  void decode(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
+              std::type_identity_t<std::span<T>> dense) const {
     auto const f = compress_detail::read_sparse_frame<T>(msg, wire::codec_id::threshold_top_k, dense.size(), ws.indices,
                                                          "threshold_top_k", ctx);
     compress_detail::apply_sparse<T>(f, ws.indices, dense, false);
@@ -137,7 +139,7 @@ struct threshold_top_k {
 
   template <Element T>
   void decode_add(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
-                  std::span<T> dense) const {
+                  std::type_identity_t<std::span<T>> dense) const {
     auto const f = compress_detail::read_sparse_frame<T>(msg, wire::codec_id::threshold_top_k, dense.size(), ws.indices,
                                                          "threshold_top_k", ctx);
     compress_detail::apply_sparse<T>(f, ws.indices, dense, true);

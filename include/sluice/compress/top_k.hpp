@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/format.h>
@@ -75,7 +76,7 @@ struct top_k {
 
   /// Encodes `in` into `out` (at least max_encoded_bytes<T>(in.size()) bytes); returns bytes written.
   template <Element T>
-  std::size_t encode(std::span<T const> in, encode_context const& ctx, workspace<T>& ws,
+  std::size_t encode(std::type_identity_t<std::span<T const>> in, encode_context const& ctx, workspace<T>& ws,
                      std::span<std::byte> out) const {
     validate();
     compress_detail::check_out(out.size(), max_encoded_bytes<T>(in.size()), "top_k");
@@ -85,7 +86,8 @@ struct top_k {
 
   /// Overwrites `dense` with the decoded tensor (zeros where nothing was sent).
   template <Element T>
-  void decode(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws, std::span<T> dense) const {
+  void decode(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
+              std::type_identity_t<std::span<T>> dense) const {
     auto const f =
         compress_detail::read_sparse_frame<T>(msg, wire::codec_id::top_k, dense.size(), ws.indices, "top_k", ctx);
     compress_detail::apply_sparse<T>(f, ws.indices, dense, false);
@@ -94,7 +96,7 @@ struct top_k {
   /// Adds the decoded tensor into `dense`.
   template <Element T>
   void decode_add(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
-                  std::span<T> dense) const {
+                  std::type_identity_t<std::span<T>> dense) const {
     auto const f =
         compress_detail::read_sparse_frame<T>(msg, wire::codec_id::top_k, dense.size(), ws.indices, "top_k", ctx);
     compress_detail::apply_sparse<T>(f, ws.indices, dense, true);

@@ -80,9 +80,9 @@ struct momentum_correction {
 
   /// Accumulates momentum, encodes the accumulator, masks what was sent; see FeedbackFor.
   template <class C, Element T>
-  requires Codec<C, T> std::size_t encode(C const& codec, feedback_slice s, std::span<T const> grad,
-                                          encode_context const& ctx, feedback_workspace<C, T>& ws,
-                                          std::span<std::byte> out)
+  requires Codec<C, T> std::size_t encode(C const& codec, feedback_slice s,
+                                          std::type_identity_t<std::span<T const>> grad, encode_context const& ctx,
+                                          feedback_workspace<C, T>& ws, std::span<std::byte> out)
   const {
     require(momentum >= 0 && momentum < 1, errc::invalid_argument,
             "momentum_correction: momentum must be in [0, 1), got {} (tensor '{}', step {})", momentum, s.name(),

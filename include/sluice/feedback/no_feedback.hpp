@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <span>
 #include <string_view>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -23,9 +24,9 @@ struct no_feedback {
 
   /// Encodes `grad` with the warmed-up codec; see FeedbackFor.
   template <class C, Element T>
-  requires Codec<C, T> std::size_t encode(C const& codec, feedback_slice s, std::span<T const> grad,
-                                          encode_context const& ctx, feedback_workspace<C, T>& ws,
-                                          std::span<std::byte> out)
+  requires Codec<C, T> std::size_t encode(C const& codec, feedback_slice s,
+                                          std::type_identity_t<std::span<T const>> grad, encode_context const& ctx,
+                                          feedback_workspace<C, T>& ws, std::span<std::byte> out)
   const {
     C const c = s.warmup().apply(codec, ctx.step);
     feedback_detail::check_call(c, s, grad.size(), 0, out.size(), ctx, "no_feedback");

@@ -95,9 +95,9 @@ struct residual {
 
   /// Compensates, encodes and updates the residual; see FeedbackFor.
   template <class C, Element T>
-  requires Codec<C, T> std::size_t encode(C const& codec, feedback_slice s, std::span<T const> grad,
-                                          encode_context const& ctx, feedback_workspace<C, T>& ws,
-                                          std::span<std::byte> out)
+  requires Codec<C, T> std::size_t encode(C const& codec, feedback_slice s,
+                                          std::type_identity_t<std::span<T const>> grad, encode_context const& ctx,
+                                          feedback_workspace<C, T>& ws, std::span<std::byte> out)
   const {
     C const c = s.warmup().apply(codec, ctx.step);
     feedback_detail::check_call(c, s, grad.size(), 1, out.size(), ctx, "residual");

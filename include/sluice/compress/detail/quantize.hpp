@@ -15,20 +15,11 @@
 #include <emmintrin.h>
 #endif
 
+#include <sluice/compress/rounding.hpp>
 #include <sluice/config.hpp>
 #include <sluice/core/element.hpp>
 #include <sluice/core/random.hpp>
 #include <sluice/core/simd.hpp>
-
-namespace sluice {
-
-/// Rounding of quantizers.
-enum class rounding : std::uint8_t {
-  nearest = 0,     ///< round to the nearest level: error <= unit / 2, biased
-  stochastic = 1,  ///< round up with probability equal to the fractional part: unbiased
-};
-
-}  // namespace sluice
 
 namespace sluice::compress_detail {
 
