@@ -13,6 +13,8 @@
 // every rank at the same step; error feedback carries over as with pipeline::set_codec. Not
 // applied: per-worker batch sizes (the trainer's; read them from current()); the bucket cap and
 // staleness are fixed for the run, so the request must fix them to the pipeline's options.
+// The plan's codec is set as each step begins, so a set_codec call of the trainer's lasts until
+// the next step only.
 #pragma once
 
 #include <cstddef>
