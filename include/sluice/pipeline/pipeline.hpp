@@ -78,6 +78,21 @@ struct pipeline_options {
   friend bool operator==(pipeline_options const&, pipeline_options const&) = default;
 };
 
+/// Code run at step boundaries on a pipeline's own threads, set with pipeline::set_step_hook
+/// before attach(); pipeline/adaptive.hpp binds the solver's controller through it. C: the
+/// pipeline's codec type, Tr: its transport type.
+template <class C, class Tr>
+struct step_hook {
+  virtual ~step_hook() = default;
+  /// The exchange thread, once per step in step order, before this rank's first collective of
+  /// `step` (after its first bucket is encoded): the transport may be used here, and only by this
+  /// thread. A throw stops the pipeline and reaches the trainer's next call.
+  virtual void before_exchange(Tr& transport, std::uint64_t step) = 0;
+  /// The trainer's thread, as step `step` begins (its first gradient handed in), before any of its
+  /// encodes: may change `codec`, the value step `step` and later ones run with (as set_codec).
+  virtual void before_encode(std::uint64_t step, C& codec) = 0;
+};
+
 namespace detail::pipeline {
 
 /// Type-erased telemetry sink (one virtual call per sample).
@@ -295,6 +310,12 @@ class pipeline {
     codec_ = codec;
   }
   [[nodiscard]] C const& codec() const noexcept { return codec_; }
+
+  /// Runs `hook` at every step boundary from attach() on (see step_hook). Call before attach().
+  void set_step_hook(std::shared_ptr<step_hook<C, transport_type>> hook) {
+    require(!attached_, errc::invalid_argument, "pipeline: set_step_hook() after attach(); set the hook before");
+    hook_ = std::move(hook);
+  }
 
   /// Steps completed by the trainer (calls of step()).
   [[nodiscard]] std::uint64_t steps() const noexcept { return step_; }
@@ -683,6 +704,12 @@ class pipeline {
         if (bk.encoded < need) return false;
       return true;
     });
+    if (hook_) {
+      C c = codec_;
+      hook_->before_encode(step_, c);
+      if constexpr (requires { c.validate(); }) c.validate();
+      codec_ = c;
+    }
     // Steps in flight are at most staleness + 2 <= 4 apart, and step - 4 has left the exchange.
     std::lock_guard lock(m_);
     codec_ring_[step_ % codec_ring_.size()] = codec_;
@@ -873,6 +900,7 @@ class pipeline {
   }
 
   void exchange_loop() {
+    std::uint64_t hooked = 0;  // steps the step hook has run for
     for (std::uint64_t step = 0;; ++step) {
       for (std::size_t b = 0; b < buckets_.size(); ++b) {
         {
@@ -883,6 +911,10 @@ class pipeline {
               }))
             return;
           if (buckets_[b].exchanged > step) continue;  // restored past it
+        }
+        if (hook_ && hooked <= step) {
+          hook_->before_exchange(t_, step);
+          hooked = step + 1;
         }
         auto& bk = buckets_[b];
         C const codec = codec_of(step);
@@ -1075,6 +1107,7 @@ class pipeline {
   std::exception_ptr failure_;
   step_report last_report_{};
   std::shared_ptr<detail::pipeline::sink_base> sink_;
+  std::shared_ptr<step_hook<C, transport_type>> hook_;  // set before attach, read-only afterwards
   std::vector<std::thread> threads_;
 };
 

@@ -187,6 +187,9 @@ class controller {
   /// Every switch so far (the last may still be pending).
   [[nodiscard]] std::span<switch_event const> log() const noexcept { return log_; }
   [[nodiscard]] controller_options const& options() const noexcept { return o_; }
+  /// The solver and the request rank 0 decides with.
+  [[nodiscard]] solver const& decision_solver() const noexcept { return *s_; }
+  [[nodiscard]] config_request const& request() const noexcept { return req_; }
 
  private:
   void apply_due(std::uint64_t step) {
