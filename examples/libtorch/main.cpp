@@ -1,6 +1,6 @@
 // libtorch_fashion_mnist: a small CNN written with libtorch, trained on Fashion-MNIST
 // (apt-get install dataset-fashion-mnist) by data-parallel workers through sluice::pipeline. Each
-// worker is a thread with its own replica and its own endpoint of sluice's in-process transport.
+// worker has its own replica: threads on sluice's in-process transport, or processes over ZeroMQ.
 //
 // What it takes to put sluice into an existing libtorch trainer is in train_worker(): build a
 // sluice::torch_parameters from the module, attach it to a pipeline, register the gradient hooks,
@@ -9,7 +9,10 @@
 //
 //   libtorch_fashion_mnist --workers 4 --epochs 5                  # block_top_k 1 % + residual + adam
 //   libtorch_fashion_mnist --workers 4 --epochs 5 --codec identity # dense: fp32 ring allreduce + adam
+//   libtorch_fashion_mnist --transport zmq --spawn --workers 4     # 4 processes over ZeroMQ on loopback
 #include <dlfcn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -33,6 +36,9 @@
 #include <sluice/pipeline/pipeline.hpp>
 #include <sluice/torch/torch.hpp>  // before torch/torch.h: it wraps the torch headers in warning pragmas
 #include <sluice/transport/local.hpp>
+#if LIBTORCH_EXAMPLE_HAVE_ZMQ
+#include <sluice/transport/zmq.hpp>
+#endif
 
 #if defined(__GNUC__)
 #pragma GCC diagnostic push
@@ -83,6 +89,9 @@ struct options {
   unsigned epochs = 5;
   std::uint64_t seed = 1;
   std::string data_dir{fashion_mnist::default_data_dir};
+  std::string transport = "local";
+  bool spawn = false;
+  int master_port = 29511;
 };
 
 // One split as tensors: images [n, 1, 28, 28] float32 (normalized), labels [n] int64.
@@ -108,8 +117,8 @@ double accuracy(cnn& model, split const& test) {
 
 // One worker: trains its replica on its shard of the training set. Rank 0 evaluates after every
 // epoch and prints the test accuracy and the time this trainer waited inside sluice per step.
-template <class Codec, class Feedback>
-void train_worker(Codec codec, Feedback feedback, sluice::local_transport& transport, cnn& model, split const& train,
+template <class Codec, class Feedback, class Transport>
+void train_worker(Codec codec, Feedback feedback, Transport& transport, cnn& model, split const& train,
                   split const& test, options const& o) {
   torch::set_num_threads(1);  // one intra-op thread per worker (the threading setting is per thread)
   int const rank = transport.rank();
@@ -133,7 +142,9 @@ void train_worker(Codec codec, Feedback feedback, sluice::local_transport& trans
   // example-end torch-attach
 
   // This worker's shard: a slice of one seeded permutation, reshuffled every epoch.
-  auto const per = train.images.size(0) / o.workers;
+  auto const per = train.images.size(0) / transport.size();
+  sluice::require(per >= o.batch, sluice::errc::invalid_argument,
+                  "a shard of {} images holds no batch of {}; use fewer workers or a smaller --batch", per, o.batch);
   std::vector<std::int64_t> shard(static_cast<std::size_t>(train.images.size(0)));
   std::iota(shard.begin(), shard.end(), std::int64_t{0});
   std::shuffle(shard.begin(), shard.end(), std::mt19937_64(o.seed));
@@ -176,6 +187,110 @@ void train_worker(Codec codec, Feedback feedback, sluice::local_transport& trans
   }
 }
 
+// The codec the command line chose: each choice is one pipeline type, compiled in.
+template <class Transport>
+void train_with_codec(Transport& transport, cnn& model, split const& train, split const& test, options const& o) {
+  if (o.codec == "identity")
+    train_worker(sluice::identity{}, sluice::no_feedback{}, transport, model, train, test, o);
+  else
+    train_worker(sluice::block_top_k{.ratio = o.ratio}, sluice::residual{}, transport, model, train, test, o);
+}
+
+// FNV-1a over the parameters' bytes: equal on every rank when the replicas are bit-identical.
+std::uint64_t parameter_hash(cnn const& model) {
+  std::uint64_t h = 14695981039346656037ull;
+  for (auto const& p : model.parameters()) {
+    auto const* b = static_cast<unsigned char const*>(p.data_ptr());
+    for (std::size_t i = 0; i < static_cast<std::size_t>(p.nbytes()); ++i) h = (h ^ b[i]) * 1099511628211ull;
+  }
+  return h;
+}
+
+std::string describe(options const& o) {
+  return fmt::format(
+      "{}, Adam lr {}, batch {} per worker, staleness {}",
+      o.codec == "identity" ? std::string("dense (identity)") : fmt::format("block_top_k {} + residual", o.ratio), o.lr,
+      o.batch, o.staleness);
+}
+
+// Workers as threads of this process, one local_transport endpoint and one replica each.
+int run_threads(options const& o, split const& train, split const& test) {
+  fmt::print("{} workers (threads on sluice's local transport), {}\n", o.workers, describe(o));
+  // The replicas are built here (libtorch's seed is global); attach() then copies rank 0's
+  // initial parameters to every rank anyway.
+  torch::manual_seed(o.seed);
+  std::vector<cnn> models(static_cast<std::size_t>(o.workers));
+  auto transports = sluice::local_transport::create(o.workers);
+  std::vector<std::exception_ptr> errors(models.size());
+  std::vector<std::thread> threads;
+  for (std::size_t r = 0; r < models.size(); ++r)
+    threads.emplace_back([&, r] {
+      try {
+        train_with_codec(transports[r], models[r], train, test, o);
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (auto const& e : errors)
+    if (e) std::rethrow_exception(e);
+  bool same = true;  // every replica took the same updates: their parameters agree bit for bit
+  for (auto const& m : models) same = same && parameter_hash(m) == parameter_hash(models[0]);
+  fmt::print("replicas bit-identical across the {} workers: {}\n", o.workers, same ? "yes" : "NO");
+  return same ? 0 : 1;
+}
+
+#if LIBTORCH_EXAMPLE_HAVE_ZMQ
+// One worker per process over ZeroMQ: rank and rendezvous from the torchrun-style variables RANK,
+// WORLD_SIZE, MASTER_ADDR, MASTER_PORT (or those zmq_options give).
+int run_process(options const& o, sluice::zmq_options zo) {
+  torch::set_num_threads(1);
+  sluice::zmq_transport transport(std::move(zo));
+  split const train_split = to_tensors(fashion_mnist::load(o.data_dir, "train"));
+  split const test_split = to_tensors(fashion_mnist::load(o.data_dir, "t10k"));
+  if (transport.rank() == 0) fmt::print("{} workers (processes over ZeroMQ), {}\n", transport.size(), describe(o));
+  std::fflush(stdout);
+  torch::manual_seed(o.seed);
+  cnn model;
+  train_with_codec(transport, model, train_split, test_split, o);
+  fmt::print("rank {}: parameter hash {:016x} (equal on every rank: replicas bit-identical)\n", transport.rank(),
+             parameter_hash(model));
+  return 0;
+}
+
+// --spawn: --workers processes on 127.0.0.1, forked before libtorch starts any thread.
+int spawn(options const& o) {
+  std::vector<pid_t> children;
+  for (int r = 0; r < o.workers; ++r) {
+    std::fflush(stdout);
+    pid_t const pid = ::fork();
+    sluice::require(pid >= 0, sluice::errc::unsupported, "--spawn: fork() failed");
+    if (pid == 0) {
+      int rc = 1;
+      try {
+        rc = run_process(o, sluice::zmq_options{.rank = r,
+                                                .world_size = o.workers,
+                                                .master_addr = "127.0.0.1",
+                                                .master_port = o.master_port,
+                                                .host = "127.0.0.1"});
+      } catch (std::exception const& e) {
+        fmt::print(stderr, "libtorch_fashion_mnist: rank {}: {}\n", r, e.what());
+      }
+      std::fflush(stdout);
+      std::_Exit(rc);
+    }
+    children.push_back(pid);
+  }
+  int failed = 0;
+  for (pid_t pid : children) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    failed += WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+  }
+  return failed > 0 ? 1 : 0;
+}
+#endif
+
 // Threads of one process share the BLAS that libtorch's conv and linear layers call. OpenBLAS's
 // sequential build corrupts results silently when several threads call it at once: refuse it.
 void require_thread_safe_blas(int workers) {
@@ -193,7 +308,13 @@ void require_thread_safe_blas(int workers) {
 int main(int argc, char** argv) {
   options o;
   CLI::App app{"Trains a libtorch CNN on Fashion-MNIST data-parallel through sluice::pipeline"};
-  app.add_option("--workers", o.workers, "workers (threads, one model replica each)")->check(CLI::Range(1, 64));
+  app.add_option("--workers", o.workers, "workers (threads with local, processes with --spawn)")
+      ->check(CLI::Range(1, 64));
+  app.add_option("--transport", o.transport,
+                 "local (threads) or zmq (processes: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, or --spawn)")
+      ->check(CLI::IsMember({"local", "zmq"}));
+  app.add_flag("--spawn", o.spawn, "zmq: fork --workers processes on 127.0.0.1 and run the whole job");
+  app.add_option("--master-port", o.master_port, "--spawn: rendezvous port on 127.0.0.1");
   app.add_option("--codec", o.codec, "block_top_k (with residual error feedback) or identity (dense)")
       ->check(CLI::IsMember({"block_top_k", "identity"}));
   app.add_option("--ratio", o.ratio, "block_top_k: fraction of elements kept")->check(CLI::Range(1e-6, 1.0));
@@ -207,49 +328,18 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
+    if (o.transport == "zmq") {
+#if LIBTORCH_EXAMPLE_HAVE_ZMQ
+      return o.spawn ? spawn(o) : run_process(o, sluice::zmq_options{});
+#else
+      sluice::throw_error(sluice::errc::unsupported, "--transport zmq: built without ZeroMQ (install cppzmq-dev)");
+#endif
+    }
     require_thread_safe_blas(o.workers);
     torch::set_num_threads(1);
     split const train = to_tensors(fashion_mnist::load(o.data_dir, "train"));
     split const test = to_tensors(fashion_mnist::load(o.data_dir, "t10k"));
-    sluice::require(train.images.size(0) / o.workers >= o.batch, sluice::errc::invalid_argument,
-                    "a shard of {} images holds no batch of {}; use fewer workers or a smaller --batch",
-                    train.images.size(0) / o.workers, o.batch);
-    fmt::print(
-        "{} workers (threads on sluice's local transport), {}, Adam lr {}, batch {} per worker, staleness {}\n",
-        o.workers,
-        o.codec == "identity" ? std::string("dense (identity)") : fmt::format("block_top_k {} + residual", o.ratio),
-        o.lr, o.batch, o.staleness);
-
-    // One replica per worker, built here (the seed is global in libtorch); attach() then copies
-    // rank 0's initial parameters to every rank anyway.
-    torch::manual_seed(o.seed);
-    std::vector<cnn> models(static_cast<std::size_t>(o.workers));
-    auto transports = sluice::local_transport::create(o.workers);
-    std::vector<std::exception_ptr> errors(models.size());
-    std::vector<std::thread> threads;
-    for (std::size_t r = 0; r < models.size(); ++r)
-      threads.emplace_back([&, r] {
-        try {
-          if (o.codec == "identity")
-            train_worker(sluice::identity{}, sluice::no_feedback{}, transports[r], models[r], train, test, o);
-          else
-            train_worker(sluice::block_top_k{.ratio = o.ratio}, sluice::residual{}, transports[r], models[r], train,
-                         test, o);
-        } catch (...) {
-          errors[r] = std::current_exception();
-        }
-      });
-    for (auto& t : threads) t.join();
-    for (auto const& e : errors)
-      if (e) std::rethrow_exception(e);
-
-    // Every replica took the same updates: their parameters agree bit for bit.
-    bool same = true;
-    for (auto const& m : models)
-      for (std::size_t i = 0; i < m.parameters().size(); ++i)
-        same = same && torch::equal(m.parameters()[i], models[0].parameters()[i]);
-    fmt::print("replicas bit-identical across the {} workers: {}\n", o.workers, same ? "yes" : "NO");
-    return same ? 0 : 1;
+    return run_threads(o, train, test);
   } catch (std::exception const& e) {
     fmt::print(stderr, "libtorch_fashion_mnist: {}\n", e.what());
     return 1;
