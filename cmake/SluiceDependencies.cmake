@@ -66,6 +66,19 @@ macro(sluice_find_dependencies)
     endif()
   endif()
 
+  # libtorch (Debian: libtorch-dev) for sluice::torch, the adapter of include/sluice/torch/.
+  set(SLUICE_HAVE_TORCH OFF)
+  if(NOT DEFINED SLUICE_ENABLE_TORCH OR SLUICE_ENABLE_TORCH)
+    if(SLUICE_ENABLE_TORCH)
+      find_package(Torch REQUIRED)
+    else()
+      find_package(Torch QUIET)
+    endif()
+    if(Torch_FOUND)
+      set(SLUICE_HAVE_TORCH ON)
+    endif()
+  endif()
+
   # NCCL: the CUDA Toolkit's own copy or a system package (libnccl-dev); SLUICE_ENABLE_NCCL=OFF skips
   # it, =ON makes it required.
   set(SLUICE_HAVE_NCCL OFF)
