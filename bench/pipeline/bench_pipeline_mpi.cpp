@@ -52,8 +52,13 @@ void overlap(benchmark::State& state, C codec, F feedback, O opt) {
     test::model_params p(l);
     std::vector<std::vector<float>> g;
     test::gradients(world.rank(), 0, p, g);
+    // Every rank starts from the same parameters: no broadcast (100 MB to each peer at attach).
     pipeline pipe{
-        codec,       feedback, opt, t, pipeline_options{.staleness = staleness, .seed = 1, .kernel_threads = 1},
+        codec,
+        feedback,
+        opt,
+        t,
+        pipeline_options{.staleness = staleness, .seed = 1, .broadcast_parameters = false, .kernel_threads = 1},
         Collective{}};
     auto spans = p.spans();
     pipe.attach(l, spans);
