@@ -7,13 +7,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "pipeline/model_layouts.hpp"
 #include "pipeline/pipeline_testing.hpp"
 
 namespace {
@@ -23,15 +21,7 @@ using clock_type = std::chrono::steady_clock;
 
 constexpr int world = 4;
 
-layout load_layout(std::string const& model) {
-  std::ifstream in(std::string(SLUICE_BENCH_LAYOUTS) + "/" + model + ".json");
-  if (!in) throw error(errc::invalid_argument, "bench_pipeline: no layout file for " + model);
-  auto const j = nlohmann::json::parse(in);
-  layout l;
-  for (auto const& t : j.at("layout"))
-    l.add(t.at("name").get<std::string>(), t.at("shape").get<std::vector<std::size_t>>());
-  return l;
-}
+using bench::load_layout;
 
 // Median seconds per step on rank 0 over `steps` steps after one warm-up step.
 template <class C, class F, class O>
@@ -154,12 +144,19 @@ void BM_overlap_block_top_k(benchmark::State& state) {
 void BM_overlap_maxmin4(benchmark::State& state) {
   overlap(state, maxmin_quantize{.bits = 4}, residual{}, adam{.lr = 1e-3});
 }
+// Dense training through the ring allreduce (DDP's exchange); MPI_Allreduce: bench_pipeline_mpi.
+void BM_overlap_dense_ring(benchmark::State& state) { overlap(state, identity{}, no_feedback{}, adam{.lr = 1e-3}); }
 BENCHMARK(BM_overlap_block_top_k)
     ->ArgsProduct({{0, 1, 2}, {150}})
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1);
 BENCHMARK(BM_overlap_maxmin4)
+    ->ArgsProduct({{0, 1, 2}, {150}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
+BENCHMARK(BM_overlap_dense_ring)
     ->ArgsProduct({{0, 1, 2}, {150}})
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)

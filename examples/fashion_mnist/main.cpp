@@ -51,6 +51,7 @@ std::string describe(job const& j) {
   std::string codec = o.codec;
   if (o.codec == "top_k" || o.codec == "block_top_k" || o.codec == "random_k") codec += fmt::format(" {:g}", o.ratio);
   if (o.codec == "maxmin_quantize" || o.codec == "qsgd") codec += fmt::format(" {} bit", o.bits);
+  if (o.exchange == "mpi_allreduce") codec += " (MPI_Allreduce)";
   return fmt::format("{} + {} + {}", codec, o.feedback, o.optimizer);
 }
 
@@ -73,14 +74,14 @@ void report(job const& j, train_result const& r) {
         "{}{{\"epoch\":{},\"step\":{},\"seconds\":{:.3f},\"loss\":{:.5f},\"accuracy\":{:.4f},\"sent_bytes\":{}}}",
         curve.empty() ? "" : ",", p.epoch, p.step, p.seconds, p.loss, p.accuracy, p.sent_bytes);
   std::string const json = fmt::format(
-      "{{\"codec\":\"{}\",\"ratio\":{},\"bits\":{},\"feedback\":\"{}\",\"optimizer\":\"{}\",\"lr\":{},\"transport\":\"{"
-      "}\","
+      "{{\"codec\":\"{}\",\"exchange\":\"{}\",\"ratio\":{},\"bits\":{},\"feedback\":\"{}\",\"optimizer\":\"{}\","
+      "\"lr\":{},\"transport\":\"{}\","
       "\"workers\":{},\"staleness\":{},\"batch\":{},\"seed\":{},\"sizes\":[{}],\"target_accuracy\":{},"
       "\"accuracy\":{:.4f},\"epochs\":{},\"steps\":{},\"wall_seconds\":{:.3f},\"train_seconds\":{:.3f},"
       "\"time_to_target\":{:.3f},\"sent_bytes\":{},\"dense_bytes\":{},\"curve\":[{}]}}\n",
-      o.codec, o.ratio, o.bits, o.feedback, o.optimizer, o.lr, j.transport, r.workers, o.staleness, o.batch, o.seed,
-      fmt::join(o.sizes, ","), o.target_accuracy, r.accuracy, r.epochs, r.steps, r.wall_seconds, r.train_seconds,
-      r.time_to_target, r.sent_bytes, r.dense_bytes, curve);
+      o.codec, o.exchange, o.ratio, o.bits, o.feedback, o.optimizer, o.lr, j.transport, r.workers, o.staleness, o.batch,
+      o.seed, fmt::join(o.sizes, ","), o.target_accuracy, r.accuracy, r.epochs, r.steps, r.wall_seconds,
+      r.train_seconds, r.time_to_target, r.sent_bytes, r.dense_bytes, curve);
   if (j.json.empty()) return;
   if (j.json == "-") {
     std::fputs(json.c_str(), stdout);
@@ -192,6 +193,10 @@ int main(int argc, char** argv) {
   app.add_option("--ratio", o.ratio, "top_k, block_top_k, random_k: fraction kept")->check(CLI::Range(1e-6, 1.0));
   app.add_option("--bits", o.bits, "maxmin_quantize: bits per element; qsgd: 2^(bits-1)-1 levels")
       ->check(CLI::Range(1u, 8u));
+  app.add_option("--exchange", o.exchange,
+                 "codec: the collective the codec calls for; mpi_allreduce: dense through MPI_Allreduce "
+                 "(the DDP-equivalent baseline: --codec identity --feedback none --optimizer adam --transport mpi)")
+      ->check(CLI::IsMember({"codec", "mpi_allreduce"}));
   app.add_option("--feedback", o.feedback, "error feedback")->check(CLI::IsMember({"none", "residual", "ef21"}));
   app.add_option("--optimizer", o.optimizer, "optimizer")->check(CLI::IsMember({"sgd", "adam", "adamw"}));
   app.add_option("--lr", o.lr, "learning rate");
@@ -214,6 +219,8 @@ int main(int argc, char** argv) {
   o.progress = !quiet;
 
   try {
+    sluice::require(o.exchange != "mpi_allreduce" || j.transport == "mpi", sluice::errc::invalid_argument,
+                    "--exchange mpi_allreduce calls MPI_Allreduce: run under mpirun with --transport mpi");
     data d{load(j.data_dir, "train"), load(j.data_dir, "t10k")};
     if (j.transport == "local") return run_local(j, d);
     if (j.transport == "zmq") {

@@ -41,6 +41,7 @@ struct train_options {
   double ratio = 0.01;                ///< top_k, block_top_k, random_k: fraction of elements kept
   unsigned bits = 4;                  ///< maxmin_quantize: bits per element; qsgd: 2^(bits-1) - 1 levels
   std::string feedback = "residual";  ///< none, residual, ef21
+  std::string exchange = "codec";     ///< codec: the collective the codec calls for; mpi_allreduce: MPI_Allreduce
   std::string optimizer = "adam";     ///< sgd, adam, adamw
   double lr = 1e-3;
   double momentum = 0.9;  ///< sgd only
@@ -106,16 +107,21 @@ inline std::vector<std::size_t> shard(std::size_t count, int rank, int workers, 
 
 /// Trains one worker to the end (all epochs, or the target accuracy) through a pipeline of the
 /// given policies; call it on every worker with the same options.
-template <class C, class F, class O>
-train_result train(C codec, F feedback, O optimizer, any_transport transport, data const& d, train_options const& o) {
+template <class C, class F, class O, class Collective = sluice::by_codec>
+train_result train(C codec, F feedback, O optimizer, any_transport transport, data const& d, train_options const& o,
+                   Collective collective = {}) {
   using clock = std::chrono::steady_clock;
   train_result res;
   res.rank = transport.rank();
   res.workers = transport.size();
   mlp net(o.sizes, o.seed);
   bytes_sink sink;
-  sluice::pipeline pipe{std::move(codec), std::move(feedback), std::move(optimizer), std::move(transport),
-                        sluice::pipeline_options{.staleness = o.staleness, .seed = o.seed, .kernel_threads = 1}};
+  sluice::pipeline pipe{std::move(codec),
+                        std::move(feedback),
+                        std::move(optimizer),
+                        std::move(transport),
+                        sluice::pipeline_options{.staleness = o.staleness, .seed = o.seed, .kernel_threads = 1},
+                        collective};
   pipe.set_telemetry(sink);
   auto const params = net.parameters();
   pipe.attach(net.layout(), params);
@@ -237,6 +243,15 @@ train_result train_codec(C codec, any_transport transport, data const& d, train_
           sluice::throw_error(sluice::errc::invalid_argument,
                               "--codec identity sends gradients exactly: error feedback has nothing to compensate; "
                               "use --feedback none");
+        } else if constexpr (std::is_same_v<C, sluice::identity>) {
+          // Dense training through MPI_Allreduce, the DDP-equivalent baseline: one more pipeline, with Adam.
+          if (o.exchange != "mpi_allreduce")
+            return train(std::move(codec), feedback, optimizer, std::move(transport), d, o);
+          if constexpr (std::is_same_v<O, sluice::adam>)
+            return train(std::move(codec), feedback, optimizer, std::move(transport), d, o, sluice::by_mpi_allreduce{});
+          else
+            sluice::throw_error(sluice::errc::unsupported,
+                                "--exchange mpi_allreduce is compiled with --optimizer adam only (one more pipeline)");
         } else {
           return train(std::move(codec), feedback, optimizer, std::move(transport), d, o);
         }
@@ -256,6 +271,9 @@ train_result train_sign(any_transport t, data const& d, train_options const& o);
 
 /// Trains one worker with the codec the options name (needs the codec translation units).
 inline train_result train_any(any_transport t, data const& d, train_options const& o) {
+  sluice::require(o.exchange == "codec" || (o.codec == "identity" && o.feedback == "none"),
+                  sluice::errc::invalid_argument,
+                  "--exchange mpi_allreduce sums fp32 gradients: use --codec identity --feedback none");
   if (o.codec == "identity") return train_identity(std::move(t), d, o);
   if (o.codec == "top_k") return train_top_k(std::move(t), d, o);
   if (o.codec == "block_top_k") return train_block_top_k(std::move(t), d, o);

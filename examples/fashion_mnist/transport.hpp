@@ -63,6 +63,9 @@ class any_transport {
     return p_->recv(peer, tag, buffer, d);
   }
   void barrier(sluice::deadline d) { p_->barrier(d); }
+  /// MPI_Allreduce (sluice::MpiAllreduce) where the engine is mpi_transport; errc::unsupported on
+  /// other engines (so the pipeline's by_mpi_allreduce compiles once for every engine).
+  void mpi_allreduce_sum(std::span<float> data) { p_->mpi_allreduce_sum(data); }
 
  private:
   any_transport() = default;
@@ -73,6 +76,7 @@ class any_transport {
     virtual request send(int, sluice::message_tag, std::span<std::byte const>) = 0;
     virtual std::span<std::byte const> recv(int, sluice::message_tag, std::vector<std::byte>&, sluice::deadline) = 0;
     virtual void barrier(sluice::deadline) = 0;
+    virtual void mpi_allreduce_sum(std::span<float>) = 0;
   };
   template <class T>
   struct model final : base {
@@ -91,9 +95,17 @@ class any_transport {
       return t.recv(peer, tag, buffer, d);
     }
     void barrier(sluice::deadline d) override { t.barrier(d); }
+    void mpi_allreduce_sum(std::span<float> data) override {
+      if constexpr (sluice::MpiAllreduce<T>)
+        t.mpi_allreduce_sum(data);
+      else
+        sluice::throw_error(sluice::errc::unsupported,
+                            "--exchange mpi_allreduce needs MPI: run under mpirun with --transport mpi");
+    }
   };
   std::unique_ptr<base> p_;
 };
 static_assert(sluice::Transport<any_transport>);
+static_assert(sluice::MpiAllreduce<any_transport>);
 
 }  // namespace fashion_mnist

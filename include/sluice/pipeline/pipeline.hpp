@@ -61,6 +61,11 @@ struct by_codec {};
 struct by_sparse_allgather {};          ///< every rank's frame to every rank, summed in rank order
 struct by_scatter_reduce_allgather {};  ///< CGX: owners reduce a chunk each, re-encode, allgather
 struct by_ring_allreduce {};            ///< dense fp32 ring; the codec is not used
+/// Dense fp32 sum of every bucket through the MPI library's blocking MPI_Allreduce (in place,
+/// MPI_SUM), then divided by the world size like the ring: the DDP-equivalent baseline. Needs
+/// sluice::identity, sluice::no_feedback and an MPI transport (MpiAllreduce: sluice::mpi_transport);
+/// the call has no deadline (options.timeout does not apply to it; see mpi_transport::mpi_allreduce_sum).
+struct by_mpi_allreduce {};
 
 /// Options of a pipeline. A regular value.
 struct pipeline_options {
@@ -159,6 +164,8 @@ class pipeline {
 
   static constexpr bool sparse_exchange = std::is_same_v<collective, by_sparse_allgather>;
   static constexpr bool ring_exchange = std::is_same_v<collective, by_ring_allreduce>;
+  static constexpr bool mpi_exchange = std::is_same_v<collective, by_mpi_allreduce>;
+  static constexpr bool dense_exchange = ring_exchange || mpi_exchange;  ///< every bucket summed as fp32
 
   static_assert(!sparse_exchange || codec_traits<C>::is_sparse,
                 "sluice::pipeline: by_sparse_allgather sums sparse frames, but this codec is dense (codec_traits<C>"
@@ -169,6 +176,16 @@ class pipeline {
   static_assert(!ring_exchange || std::is_same_v<C, identity>,
                 "sluice::pipeline: by_ring_allreduce sends fp32 and would ignore this codec; use sluice::identity{} "
                 "or by_codec to aggregate compressed frames");
+  static_assert(!mpi_exchange || MpiAllreduce<transport_type>,
+                "sluice::pipeline: by_mpi_allreduce calls MPI_Allreduce on the transport's communicator, but this "
+                "transport is not MPI; use sluice::mpi_transport (target sluice::mpi), or by_ring_allreduce for the "
+                "same dense sum over any transport");
+  static_assert(!mpi_exchange || std::is_same_v<F, no_feedback>,
+                "sluice::pipeline: by_mpi_allreduce sends the gradient exactly, so error feedback has nothing to "
+                "compensate; use sluice::no_feedback{} (or a compressing codec with by_codec)");
+  static_assert(!mpi_exchange || std::is_same_v<C, identity>,
+                "sluice::pipeline: by_mpi_allreduce sums fp32 with MPI_Allreduce and would ignore this codec; use "
+                "sluice::identity{} or by_codec to aggregate compressed frames");
   static_assert(
       !detail::pipeline::is_momentum_correction<F> || std::is_same_v<O, sgd>,
       "sluice::pipeline: momentum_correction (DGC) accumulates momentum before selection, so the optimizer "
@@ -641,7 +658,7 @@ class pipeline {
       bk.id = b.id;
       bk.first = flat;
       bk.elements = b.elements;
-      bk.compressed = b.compressed && !ring_exchange;
+      bk.compressed = b.compressed && !dense_exchange;
       bk.sparse_result = bk.compressed && sparse_exchange && options_.sparse_apply;
       bk.total_chunks = b.chunk_count;
       std::size_t at = flat;
@@ -658,7 +675,7 @@ class pipeline {
       if (bk.compressed) {
         if constexpr (sparse_exchange) {
           bk.frame.resize(codec_.max_encoded_bytes(b.elements));
-        } else if constexpr (!ring_exchange) {
+        } else if constexpr (!dense_exchange) {
           bk.parts.resize(static_cast<std::size_t>(w));
           for (int j = 0; j < w; ++j)
             bk.parts[static_cast<std::size_t>(j)].resize(
@@ -853,7 +870,7 @@ class pipeline {
                   "needs non_finite_policy::throw_error or propagate",
                   step, b);
           bk.frame.resize(bytes);
-        } else if constexpr (!ring_exchange) {
+        } else if constexpr (!dense_exchange) {
           int const w = t_.size();
           for (int j = 0; j < w; ++j) {
             auto const part = scatter_reduce_allgather_part(bk.elements, w, j);
@@ -923,8 +940,15 @@ class pipeline {
         std::size_t sent = 0;
         if (!bk.compressed) {
           std::copy(bk.staged.begin(), bk.staged.end(), bk.dense_sum.begin());
-          ring_allreduce(t_, std::span<float>(bk.dense_sum), ctx, bk.rws);
-          sent = ring_allreduce_bytes(bk.elements, t_.size());
+          if constexpr (mpi_exchange) {
+            // MPI does not say what it sent: report the bandwidth-optimal volume 2 (N - 1) / N * 4n.
+            if (t_.size() > 1) t_.mpi_allreduce_sum(std::span<float>(bk.dense_sum));
+            auto const w = static_cast<std::size_t>(t_.size());
+            sent = 2 * (w - 1) * bk.elements * sizeof(float) / w;
+          } else {
+            ring_allreduce(t_, std::span<float>(bk.dense_sum), ctx, bk.rws);
+            sent = ring_allreduce_bytes(bk.elements, t_.size());
+          }
         } else if constexpr (sparse_exchange) {
           if (bk.sparse_result)
             sparse_allgather_encoded(t_, codec, std::span<std::byte const>(bk.frame), bk.elements, bk.sparse_sum, ctx,
@@ -933,7 +957,7 @@ class pipeline {
             sparse_allgather_encoded(t_, codec, std::span<std::byte const>(bk.frame), std::span<float>(bk.dense_sum),
                                      ctx, bk.aws);
           sent = bk.aws.sent_bytes;
-        } else if constexpr (!ring_exchange) {
+        } else if constexpr (!dense_exchange) {
           std::copy(bk.parts.begin(), bk.parts.end(), bk.part_views.begin());
           scatter_reduce_allgather_encoded(t_, codec, std::span<std::span<std::byte const> const>(bk.part_views),
                                            std::span<float>(bk.dense_sum), ctx, bk.sws);

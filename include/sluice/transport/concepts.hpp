@@ -104,6 +104,14 @@ concept NativeAllreduce = Transport<T> && requires(T& t, std::span<float> data, 
   t.native_allreduce_sum(data, d);
 };
 
+/// A transport over an MPI communicator that offers the blocking MPI_Allreduce itself
+/// (mpi_allreduce_sum: dense fp32, in place, MPI_SUM, no deadline); the pipeline's
+/// by_mpi_allreduce, the DDP-equivalent baseline, needs it.
+template <class T>
+concept MpiAllreduce = Transport<T> && requires(T& t, std::span<float> data) {
+  t.mpi_allreduce_sum(data);
+};
+
 namespace detail {
 
 /// Polls `done()` until it returns true or the deadline passes; spins briefly, then yields, then

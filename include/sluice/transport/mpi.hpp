@@ -156,6 +156,9 @@ class mpi_transport {
 
   [[nodiscard]] int rank() const noexcept { return rank_; }
   [[nodiscard]] int size() const noexcept { return size_; }
+  /// The communicator sluice uses: a duplicate of the one given to the constructor, owned (freed)
+  /// by the transport. Public for the user's own collectives among sluice's ranks (timing,
+  /// metrics); every call on it counts against the thread level below like the transport's own.
   [[nodiscard]] MPI_Comm comm() const noexcept { return comm_; }
   /// The MPI thread level granted (MPI_THREAD_MULTIPLE unless the library refused it).
   [[nodiscard]] int thread_level() const noexcept { return thread_level_; }
@@ -205,7 +208,34 @@ class mpi_transport {
     wait_collective(r, d, "barrier");
   }
 
-  /// Dense fp32 sum over all ranks through MPI_Iallreduce (Open MPI's own algorithm selection).
+  /// Dense fp32 sum over all ranks through the blocking MPI_Allreduce (in place, MPI_SUM, MPI_FLOAT),
+  /// progressed inside the call by Open MPI's tuned algorithm selection: what a DDP-style trainer
+  /// calls, and the pipeline's by_mpi_allreduce. It has no deadline: a rank that dies is handled by
+  /// the launcher (Open MPI's mpirun aborts the whole job when a process exits without
+  /// MPI_Finalize), a rank that stays alive but never calls waits forever. native_allreduce_sum is
+  /// the same sum with a deadline. Callable from any thread when the level is MPI_THREAD_SERIALIZED
+  /// or higher (serialized with the transport's other calls below MPI_THREAD_MULTIPLE); under
+  /// FUNNELED or SINGLE only from the thread that initialized MPI (errc::unsupported otherwise).
+  void mpi_allreduce_sum(std::span<float> data) {
+    require(data.size() <= static_cast<std::size_t>(INT_MAX), errc::invalid_argument,
+            "mpi_transport: allreduce of {} elements exceeds MPI's int count", data.size());
+    if (thread_level_ < MPI_THREAD_SERIALIZED) {
+      int main_thread = 0;
+      MPI_Is_thread_main(&main_thread);
+      require(main_thread != 0, errc::unsupported,
+              "mpi_transport: rank {}: MPI_Allreduce from a thread other than MPI's main thread needs "
+              "MPI_THREAD_SERIALIZED or higher, but MPI granted level {}; initialize MPI with sluice::mpi_environment "
+              "(asks for MPI_THREAD_MULTIPLE) or MPI_Init_thread",
+              rank_, thread_level_);
+    }
+    auto lock = ser_->lock();
+    detail::mpi_check(
+        MPI_Allreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()), MPI_FLOAT, MPI_SUM, comm_),
+        "MPI_Allreduce", rank_, -1);
+  }
+
+  /// Dense fp32 sum over all ranks through MPI_Iallreduce (Open MPI's own algorithm selection),
+  /// polled against the deadline.
   void native_allreduce_sum(std::span<float> data, deadline d) {
     require(data.size() <= static_cast<std::size_t>(INT_MAX), errc::invalid_argument,
             "mpi_transport: allreduce of {} elements exceeds MPI's int count", data.size());
@@ -241,5 +271,6 @@ class mpi_transport {
 };
 static_assert(Transport<mpi_transport>);
 static_assert(NativeAllreduce<mpi_transport>);
+static_assert(MpiAllreduce<mpi_transport>);
 
 }  // namespace sluice
