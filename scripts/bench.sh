@@ -17,7 +17,7 @@ if [[ $area == cuda ]] && ! { { command -v nvcc || [ -x /usr/local/cuda/bin/nvcc
   echo "bench.sh cuda: SKIPPED: needs nvcc and a visible GPU (scripts/gpu-check.sh runs it on a GPU host)"
   exit 0
 fi
-sluice_install build core engines test bench
+sluice_install build core engines test bench torch
 cmake --preset release -DSLUICE_BUILD_BENCH=ON >/dev/null
 cmake --build --preset release -j "$(sluice_jobs)" --target "bench_$area"
 mkdir -p build/bench

@@ -6,7 +6,9 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$SLUICE_ROOT"
-sluice_install build core engines test
+# libtorch (the torch group: ~190 Debian packages, 2 min to install, 3 min of CPU to build against)
+# only when asked for: SLUICE_WITH_TORCH=1 scripts/test.sh also builds and runs sluice::torch's tests.
+sluice_install build core engines test ${SLUICE_WITH_TORCH:+torch}
 
 skip=" ${SLUICE_SKIP:-} "
 jobs=$(sluice_jobs)
