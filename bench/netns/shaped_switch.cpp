@@ -9,7 +9,8 @@
 // and one {"switch":..} line per switch. With a marker directory, rank 0 creates DIR/reached after
 // step change_at; the driver then re-rates the links and writes DIR/changed ("<bits/s> <unix time>"),
 // which rank 0 reads to log the shaped rate.
-//   shaped_switch [steps=90] [change_at=30] [marker_dir=""] [elements=16777216] [compute_ms=100]
+//   shaped_switch [steps=90] [change_at=30] [marker_dir=""] [elements=4194304] [compute_ms=600]
+//                 [staleness=0]
 // Environment: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, SLUICE_ZMQ_HOST, SLUICE_LINK_BPS (netns.sh).
 #include <chrono>
 #include <cstdio>
@@ -33,13 +34,16 @@ double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// The pipeline's telemetry: exchange samples to the bandwidth monitor, and the last sample and
+// The pipeline's telemetry: exchange samples to the bandwidth monitor (but those of the first
+// warmup_steps steps: connection set-up and first touches of the buffers), and the last sample and
 // step report kept for the log.
+constexpr std::uint64_t warmup_steps = 5;
+
 class link_sink {
  public:
   void record(sluice::stage_sample const& s) noexcept {
+    if (s.which != sluice::stage::exchange || s.step < warmup_steps) return;
     mon_.record(s);
-    if (s.which != sluice::stage::exchange) return;
     std::lock_guard lock(m_);
     last_ = s;
   }
@@ -70,8 +74,9 @@ int main(int argc, char** argv) {
   std::uint64_t const steps = argc > 1 ? std::stoull(argv[1]) : 90;
   std::uint64_t const change_at = argc > 2 ? std::stoull(argv[2]) : 30;
   std::string const marker = argc > 3 ? argv[3] : "";
-  std::size_t const elements = argc > 4 ? std::stoull(argv[4]) : std::size_t{1} << 24;
-  int const compute_ms = argc > 5 ? std::stoi(argv[5]) : 100;
+  std::size_t const elements = argc > 4 ? std::stoull(argv[4]) : std::size_t{1} << 22;
+  int const compute_ms = argc > 5 ? std::stoi(argv[5]) : 600;
+  unsigned const staleness = argc > 6 ? static_cast<unsigned>(std::stoul(argv[6])) : 0;
   char const* link = std::getenv("SLUICE_LINK_BPS");
   double shaped_bps = link ? std::stod(link) : 1e9;
 
@@ -88,11 +93,12 @@ int main(int argc, char** argv) {
       left -= rows;
     }
     std::size_t const dense_bytes = model.total_elements() * sizeof(float);
-    sluice::pipeline_options const opt{.staleness = 1,
+    sluice::pipeline_options const opt{.staleness = staleness,
                                        .bucket_bytes = dense_bytes,
                                        .first_bucket_bytes = dense_bytes,
                                        .seed = 1,
-                                       .timeout = std::chrono::minutes(5)};
+                                       .timeout = std::chrono::minutes(5),
+                                       .kernel_threads = 1};  // 2 vCPUs: no OpenMP teams per stage
 
     // What the controller decides from: equal workers whose step is compute_ms (batch fixed), one
     // link level at the rate the links start with, top_k at three strengths.
@@ -100,9 +106,9 @@ int main(int argc, char** argv) {
     for (int i = 0; i < world; ++i) p.workers.push_back({{compute_ms * 1e-3, 1e-6}, 1024});
     p.links = {{static_cast<std::size_t>(world), shaped_bps / 8, 100e-6}};
     p.model = model;
-    p.codecs = {{sluice::top_k{.ratio = 0.1}, 0.05e-9},
-                {sluice::top_k{.ratio = 0.03}, 0.05e-9},
-                {sluice::top_k{.ratio = 0.01}, 0.05e-9}};
+    p.codecs = {{sluice::top_k{.ratio = 0.3}, 0.05e-9},
+                {sluice::top_k{.ratio = 0.1}, 0.05e-9},
+                {sluice::top_k{.ratio = 0.03}, 0.05e-9}};
     p.global_batches = {32 * static_cast<std::size_t>(world)};
     p.bucket_caps = {opt.bucket_bytes};
     p.staleness = {static_cast<int>(opt.staleness)};
@@ -110,7 +116,7 @@ int main(int argc, char** argv) {
     sluice::solver const s(p);
 
     link_sink sink;
-    sluice::pipeline pipe{sluice::top_k{.ratio = 0.1}, sluice::residual{}, sluice::sgd{.lr = 1e-3}, t, opt};
+    sluice::pipeline pipe{sluice::top_k{.ratio = 0.3}, sluice::residual{}, sluice::sgd{.lr = 1e-3}, t, opt};
     pipe.set_telemetry(sink);
     sluice::adaptive_control const adapt(
         pipe, sluice::controller(s, {}, {.switch_delay = opt.staleness + 1, .min_dwell = 8}), [&sink] {
@@ -131,8 +137,9 @@ int main(int argc, char** argv) {
     std::vector<std::span<float const>> gv(grads.begin(), grads.end());
     pipe.attach(model, pv);
     if (rank == 0)
-      std::printf("{\"start\":%.6f,\"world\":%d,\"elements\":%zu,\"compute_ms\":%d,\"shaped_bps\":%.0f,\"ratio\":%g}\n",
-                  unix_now(), world, model.total_elements(), compute_ms, shaped_bps,
+      std::printf("{\"start\":%.6f,\"world\":%d,\"elements\":%zu,\"compute_ms\":%d,\"staleness\":%u,\"shaped_bps\":%.0f,"
+                  "\"ratio\":%g}\n",
+                  unix_now(), world, model.total_elements(), compute_ms, staleness, shaped_bps,
                   sluice::density(adapt.current().codec));
 
     std::size_t switches = 0;
