@@ -8,7 +8,7 @@
 # the controller's switches; the estimate before the change; medians of the step's parts),
 # steps.tsv, and the plot PNG (default docs/solver_shaped_switch.png; gnuplot). Needs root.
 # The ranks run at nice NICE (-10): the exchange times the monitor reads include any wait for a CPU.
-# BUILD_DIR (build/release) must be configured with SLUICE_BUILD_BENCH=ON and ZeroMQ.
+# BUILD_DIR (build/release; configured here when missing) needs SLUICE_BUILD_BENCH=ON and ZeroMQ.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$SLUICE_ROOT"
@@ -31,6 +31,7 @@ build=${BUILD_DIR:-build/release}
 out=${OUT_DIR:-build/bench/shaped_switch}
 png=${PLOT:-docs/solver_shaped_switch.png}
 command -v gnuplot >/dev/null || sluice_install plot
+[[ -f $build/CMakeCache.txt ]] || { sluice_install build core engines bench; cmake --preset release -DSLUICE_BUILD_BENCH=ON >/dev/null; }
 cmake --build "$build" --target shaped_switch -j "$(sluice_jobs)"
 mkdir -p "$out"
 marker=$(mktemp -d)

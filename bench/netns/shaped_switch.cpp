@@ -30,9 +30,7 @@
 
 namespace {
 
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 // The pipeline's telemetry: exchange samples to the bandwidth monitor (but those of the first
 // warmup_steps steps: connection set-up and first touches of the buffers), and the last sample and
@@ -141,10 +139,11 @@ int main(int argc, char** argv) {
     std::vector<std::span<float const>> gv(grads.begin(), grads.end());
     pipe.attach(model, pv);
     if (rank == 0)
-      std::printf("{\"start\":%.6f,\"world\":%d,\"elements\":%zu,\"compute_ms\":%d,\"staleness\":%u,\"shaped_bps\":%.0f,"
-                  "\"ratio\":%g}\n",
-                  unix_now(), world, model.total_elements(), compute_ms, staleness, shaped_bps,
-                  sluice::density(adapt.current().codec));
+      std::printf(
+          "{\"start\":%.6f,\"world\":%d,\"elements\":%zu,\"compute_ms\":%d,\"staleness\":%u,\"shaped_bps\":%.0f,"
+          "\"ratio\":%g}\n",
+          unix_now(), world, model.total_elements(), compute_ms, staleness, shaped_bps,
+          sluice::density(adapt.current().codec));
 
     std::size_t switches = 0;
     bool changed = false;
@@ -184,11 +183,12 @@ int main(int argc, char** argv) {
       for (; switches < log.size(); ++switches) {
         auto const& e = log[switches];
         std::string const reason = fmt::format("{}", e.reason);
-        std::printf("{\"switch\":%zu,\"seen_after_step\":%llu,\"decided_step\":%llu,\"effective_step\":%llu,"
-                    "\"from_ratio\":%g,\"to_ratio\":%g,\"reason\":\"%s\"}\n",
-                    switches, static_cast<unsigned long long>(k), static_cast<unsigned long long>(e.decided_step),
-                    static_cast<unsigned long long>(e.effective_step), sluice::density(e.from.codec),
-                    sluice::density(e.to.codec), reason.c_str());
+        std::printf(
+            "{\"switch\":%zu,\"seen_after_step\":%llu,\"decided_step\":%llu,\"effective_step\":%llu,"
+            "\"from_ratio\":%g,\"to_ratio\":%g,\"reason\":\"%s\"}\n",
+            switches, static_cast<unsigned long long>(k), static_cast<unsigned long long>(e.decided_step),
+            static_cast<unsigned long long>(e.effective_step), sluice::density(e.from.codec),
+            sluice::density(e.to.codec), reason.c_str());
       }
       std::fflush(stdout);
     }
