@@ -3,6 +3,7 @@
 # Builds Release and runs bench_AREA (AREA: core, compress, feedback, optim, collective, solver,
 # e2e, cuda, ...), writing JSON to build/bench/AREA.json and a markdown table to build/bench/AREA.md.
 # AREA cuda needs nvcc and a GPU and skips (exit 0) without them.
+# AREA shaped-switch runs scripts/shaped_switch.sh (the controller on tbf-shaped links; root).
 # Installs benchmark-only peers (libtorch-dev for torch baselines) when missing.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -13,6 +14,7 @@ if [ $# -lt 1 ]; then
 fi
 area=$1
 shift
+if [[ $area == shaped-switch ]]; then exec "$SLUICE_ROOT/scripts/shaped_switch.sh" "$@"; fi
 if [[ $area == cuda ]] && ! { { command -v nvcc || [ -x /usr/local/cuda/bin/nvcc ]; } && nvidia-smi -L; } >/dev/null 2>&1; then
   echo "bench.sh cuda: SKIPPED: needs nvcc and a visible GPU (scripts/gpu-check.sh runs it on a GPU host)"
   exit 0

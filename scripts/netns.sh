@@ -9,7 +9,7 @@
 # address), MASTER_PORT, SLUICE_ZMQ_HOST (its own address) and SLUICE_LINK_BPS set; the script waits
 # for all ranks (killing them after NETNS_TIMEOUT seconds, default 600) and exits non-zero if any failed.
 # Rank r's stdout/stderr go to ${NETNS_LOG_DIR:-/tmp}/PREFIX-rank<r>.log; rank 0's stdout also to ours.
-# Sourced (NETNS_SOURCE_ONLY=1), it only defines netns_up / netns_down / netns_exec.
+# Sourced (NETNS_SOURCE_ONLY=1), it only defines netns_up / netns_down / netns_exec / netns_rerate.
 # Knobs: NETNS_QUEUE (tbf latency, default 25ms), NETNS_CC (TCP congestion control in the rank
 # namespaces: default cubic if allowed, else reno; 'host' keeps the host's).
 set -euo pipefail
@@ -30,6 +30,12 @@ rate_bps() {
   esac
 }
 
+# tbf bucket for a rate: at least 4 ms of traffic and 64 KiB (veth GSO segments reach 64 KiB).
+tbf_burst() {
+  local burst=$(( $(rate_bps "$1") / 8 / 250 )); (( burst < 65536 )) && burst=65536
+  echo "$burst"
+}
+
 netns_addr() { echo "${NETNS_SUBNET}.$(( $1 + 1 ))"; }
 
 netns_down() {
@@ -42,9 +48,7 @@ netns_down() {
 
 netns_up() {
   local p=$NETNS_PREFIX n=$NETNS_RANKS rate=$NETNS_RATE
-  local bps; bps=$(rate_bps "$rate")
-  # Bucket: at least 4 ms of traffic and 64 KiB (veth GSO segments reach 64 KiB).
-  local burst=$(( bps / 8 / 250 )); (( burst < 65536 )) && burst=65536
+  local burst; burst=$(tbf_burst "$rate")
   ip netns add "${p}br"
   ip -n "${p}br" link set lo up
   ip -n "${p}br" link add br0 type bridge
@@ -76,6 +80,17 @@ netns_up() {
     # Upload (rank -> bridge) and download (bridge -> rank) both shaped.
     ip netns exec "$ns" tc qdisc add dev "$a" root tbf rate "$rate" burst "$burst" latency "${NETNS_QUEUE:-25ms}"
     ip netns exec "${p}br" tc qdisc add dev "$b" root tbf rate "$rate" burst "$burst" latency "${NETNS_QUEUE:-25ms}"
+  done
+}
+
+# netns_rerate RATE: changes the tbf rate (and bucket) of every live link of NETNS_PREFIX's
+# NETNS_RANKS ranks, both directions, while the ranks run (scripts/bench.sh shaped-switch).
+netns_rerate() {
+  local p=$NETNS_PREFIX rate=$1
+  local burst; burst=$(tbf_burst "$rate")
+  for (( r = 0; r < NETNS_RANKS; r++ )); do
+    ip netns exec "${p}r${r}" tc qdisc change dev "${p}r${r}a" root tbf rate "$rate" burst "$burst" latency "${NETNS_QUEUE:-25ms}"
+    ip netns exec "${p}br" tc qdisc change dev "${p}r${r}b" root tbf rate "$rate" burst "$burst" latency "${NETNS_QUEUE:-25ms}"
   done
 }
 
