@@ -344,6 +344,34 @@ TEST_CASE("bandwidth_monitor tracks goodput and detects a level change") {
   CHECK_THROWS_AS(bandwidth_monitor(monitor_options{.alpha = 0}), error);
 }
 
+TEST_CASE("bandwidth_monitor: link_estimate reads the link through samples that waited") {
+  // A 100 Mbit/s link (12.5e6 B/s) whose transfers often wait for a late peer: 0 to 1.5 transfer
+  // times of wait on two samples out of three (a fixed pseudo-random pattern). The EWMA reads what
+  // the transfers got; the upper quantile reads the link.
+  bandwidth_monitor m;
+  double now = 0;
+  std::size_t const bytes = 1 << 20;
+  double const link = 12.5e6, transfer = static_cast<double>(bytes) / link;
+  std::uint32_t x = 12345;
+  for (int i = 0; i < 40; ++i) {
+    x = x * 1664525u + 1013904223u;
+    double const wait = i % 3 == 0 ? 0.0 : transfer * 1.5 * static_cast<double>(x >> 8) / double(1u << 24);
+    m.observe(bytes, transfer + wait, now += 0.2);
+  }
+  CHECK(m.estimate() < 0.85 * link);  // the goodput the transfers got
+  CHECK(m.link_estimate() == doctest::Approx(link).epsilon(0.05));
+  CHECK(m.link_estimate() >= m.estimate());
+  CHECK(m.link_estimate() >= m.windowed_min());
+  // The link drops to 10 Mbit/s: the window restarts at the change, and the link estimate follows.
+  int took = 0;
+  for (int i = 0; i < 20 && m.changes() == 0; ++i, ++took)
+    m.observe(bytes, static_cast<double>(bytes) / 1.25e6, now += 1);
+  CHECK(took == 3);
+  CHECK(m.link_estimate() == doctest::Approx(1.25e6).epsilon(0.01));
+  CHECK(bandwidth_monitor(monitor_options{.link_quantile = 0}).link_estimate() == 0);
+  CHECK_THROWS_AS(bandwidth_monitor(monitor_options{.link_quantile = 1.5}), error);
+}
+
 TEST_CASE("monitor_sink is a TelemetrySink that keeps only exchange samples") {
   static_assert(TelemetrySink<monitor_sink>);
   monitor_sink sink;
