@@ -1,10 +1,11 @@
 // The solver's controller on real shaped links (scripts/bench.sh shaped-switch runs it under
 // scripts/netns.sh): every rank trains a pipeline of top_k + residual + SGD over ZeroMQ whose
 // codec strength adaptive_control sets, with a bandwidth monitor fed from the pipeline's own
-// exchange telemetry. The trainer's forward/backward is a sleep of compute_ms, the gradient a fixed
+// exchange telemetry (estimate_bps: the monitor's link_estimate, which the controller decides from;
+// goodput_bps: its EWMA). The trainer's forward/backward is a sleep of compute_ms, the gradient a fixed
 // random one per rank. Rank 0 writes one JSON line per step to stdout:
 //   {"step":..,"time":..,"step_s":..,"compute_s":..,"shaped_bps":..,"estimate_bps":..,
-//    "window_min_bps":..,"sample_bps":..,"sample_bytes":..,"sample_s":..,"ratio":..,"planned_ratio":..,
+//    "goodput_bps":..,"window_min_bps":..,"sample_bps":..,"sample_bytes":..,"sample_s":..,"ratio":..,"planned_ratio":..,
 //    "encode_s":..,"exchange_s":..,"apply_s":..,"wait_s":..}
 // and one {"switch":..} line per switch. With a marker directory, rank 0 creates DIR/reached after
 // step change_at; the driver then re-rates the links and writes DIR/changed ("<bits/s> <unix time>"),
@@ -123,7 +124,7 @@ int main(int argc, char** argv) {
     sluice::adaptive_control const adapt(
         pipe, sluice::controller(s, {}, {.switch_delay = opt.staleness + 1, .min_dwell = 8}), [&sink] {
           auto const m = sink.monitor();
-          return m.samples() ? std::vector<double>{m.estimate()} : std::vector<double>{};
+          return m.samples() ? std::vector<double>{m.link_estimate()} : std::vector<double>{};
         });
 
     std::vector<std::vector<float>> params(model.size()), grads(model.size());
@@ -171,11 +172,12 @@ int main(int argc, char** argv) {
       auto const r = sink.last_report();
       std::printf(
           "{\"step\":%llu,\"time\":%.6f,\"step_s\":%.6f,\"compute_s\":%.6f,\"shaped_bps\":%.0f,\"estimate_bps\":%.0f,"
-          "\"window_min_bps\":%.0f,\"sample_step\":%llu,\"sample_bps\":%.0f,\"sample_bytes\":%zu,\"sample_s\":%.6f,"
+          "\"goodput_bps\":%.0f,\"window_min_bps\":%.0f,\"sample_step\":%llu,\"sample_bps\":%.0f,\"sample_bytes\":%zu,"
+          "\"sample_s\":%.6f,"
           "\"ratio\":%g,\"planned_ratio\":%g,\"report_step\":%llu,\"encode_s\":%.6f,\"exchange_s\":%.6f,"
           "\"apply_s\":%.6f,\"wait_s\":%.6f}\n",
-          static_cast<unsigned long long>(k), unix_now(), step_s, compute_s, shaped_bps, 8 * m.estimate(),
-          8 * m.windowed_min(), static_cast<unsigned long long>(x.step),
+          static_cast<unsigned long long>(k), unix_now(), step_s, compute_s, shaped_bps, 8 * m.link_estimate(),
+          8 * m.estimate(), 8 * m.windowed_min(), static_cast<unsigned long long>(x.step),
           x.seconds > 0 ? 8 * static_cast<double>(x.bytes) / x.seconds : 0.0, x.bytes, x.seconds,
           sluice::density(pipe.codec()), planned, static_cast<unsigned long long>(r.step), r.encode_seconds,
           r.exchange_seconds, r.apply_seconds, r.wait_seconds);
