@@ -30,7 +30,7 @@ void on_local_world(benchmark::State& state, std::size_t n, F per_rank) {
 void BM_local_ring_allreduce(benchmark::State& state) {
   auto const n = static_cast<std::size_t>(state.range(0));
   std::vector<std::vector<float>> g(4);
-  std::vector<ring_workspace> ws(4);
+  std::vector<ring_allreduce_workspace> ws(4);
   for (int r = 0; r < 4; ++r) g[static_cast<std::size_t>(r)] = bench::rank_gradient(r, n);
   on_local_world(state, n, [&](local_transport& t) {
     auto const r = static_cast<std::size_t>(t.rank());
@@ -53,19 +53,19 @@ void dense_out_on_local_world(benchmark::State& state, Call&& call) {
 }
 
 void BM_local_sparse_allgather_top_k(benchmark::State& state) {
-  dense_out_on_local_world<allgather_workspace<top_k>>(state, [](local_transport& t, auto in, auto out, auto& ws) {
+  dense_out_on_local_world<sparse_allgather_workspace<top_k>>(state, [](local_transport& t, auto in, auto out, auto& ws) {
     sparse_allgather(t, top_k{.ratio = 0.01}, in, out, {}, ws);
   });
 }
 
 void BM_local_sparse_reduce_scatter_top_k(benchmark::State& state) {
-  dense_out_on_local_world<reduce_scatter_workspace<top_k>>(state, [](local_transport& t, auto in, auto out, auto& ws) {
+  dense_out_on_local_world<sparse_reduce_scatter_workspace<top_k>>(state, [](local_transport& t, auto in, auto out, auto& ws) {
     sparse_reduce_scatter(t, top_k{.ratio = 0.01}, in, out, {}, ws);
   });
 }
 
 void BM_local_scatter_reduce_allgather_maxmin4(benchmark::State& state) {
-  dense_out_on_local_world<sra_workspace<maxmin_quantize>>(state, [](local_transport& t, auto in, auto out, auto& ws) {
+  dense_out_on_local_world<scatter_reduce_allgather_workspace<maxmin_quantize>>(state, [](local_transport& t, auto in, auto out, auto& ws) {
     scatter_reduce_allgather(t, maxmin_quantize{.bits = 4}, in, out, {}, ws);
   });
 }

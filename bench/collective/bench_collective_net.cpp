@@ -32,7 +32,7 @@ collective_context ctx_for(std::uint64_t step) {
 void BM_ring_allreduce(benchmark::State& state) {
   on_network(state, [&](auto& t) {
     auto g = bench::rank_gradient(t.rank(), n_grad);
-    ring_workspace ws;
+    ring_allreduce_workspace ws;
     std::uint64_t step = 0;
     bench::run_net(state, t, [&] {
       ring_allreduce(t, std::span<float>(g), ctx_for(step++), ws);
@@ -60,7 +60,7 @@ void BM_sparse_allgather_top_k(benchmark::State& state) {
   on_network(state, [&](auto& t) {
     auto g = bench::rank_gradient(t.rank(), n_grad);
     top_k const codec{.ratio = 0.01};
-    allgather_workspace<top_k> ws;
+    sparse_allgather_workspace<top_k> ws;
     std::vector<float> out(n_grad);
     sparse_allgather_options const opt{.chunk_elements = static_cast<std::size_t>(state.range(0))};
     std::uint64_t step = 0;
@@ -77,7 +77,7 @@ void BM_sparse_allgather_top_k_sparse_out(benchmark::State& state) {
   on_network(state, [&](auto& t) {
     auto g = bench::rank_gradient(t.rank(), n_grad);
     top_k const codec{.ratio = 0.01};
-    allgather_workspace<top_k> ws;
+    sparse_allgather_workspace<top_k> ws;
     sparse_buffer<float> out;
     sparse_allgather_options const opt{.chunk_elements = static_cast<std::size_t>(state.range(0))};
     std::uint64_t step = 0;
@@ -94,7 +94,7 @@ void BM_sparse_allgather_top_k_exchange(benchmark::State& state) {
   on_network(state, [&](auto& t) {
     auto g = bench::rank_gradient(t.rank(), n_grad);
     top_k const codec{.ratio = 0.01};
-    allgather_workspace<top_k> ws;
+    sparse_allgather_workspace<top_k> ws;
     std::vector<float> out(n_grad);
     std::vector<std::vector<std::byte>> msgs(64);
     top_k::workspace<float> ews;
@@ -129,7 +129,7 @@ void BM_sparse_reduce_scatter_top_k(benchmark::State& state) {
   on_network(state, [&](auto& t) {
     auto g = bench::rank_gradient(t.rank(), n_grad);
     top_k const codec{.ratio = 0.01};
-    reduce_scatter_workspace<top_k> ws;
+    sparse_reduce_scatter_workspace<top_k> ws;
     std::vector<float> out(n_grad);
     sparse_allgather_options const opt{.chunk_elements = static_cast<std::size_t>(state.range(0))};
     std::uint64_t step = 0;
@@ -144,7 +144,7 @@ void BM_scatter_reduce_allgather_maxmin4(benchmark::State& state) {
   on_network(state, [&](auto& t) {
     auto g = bench::rank_gradient(t.rank(), n_grad);
     maxmin_quantize const codec{.bits = 4, .bucket = 1024};
-    sra_workspace<maxmin_quantize> ws;
+    scatter_reduce_allgather_workspace<maxmin_quantize> ws;
     std::vector<float> out(n_grad);
     std::uint64_t step = 0;
     bench::run_net(state, t, [&] {

@@ -125,18 +125,18 @@ std::vector<float> run(T& t, algo a, std::size_t n, collective_context const& ct
   switch (a) {
     case algo::ring:
     case algo::ring_native: {
-      ring_workspace ws;
+      ring_allreduce_workspace ws;
       out = g;
       ring_allreduce(t, std::span<float>(out), ctx, ws, {.use_native = a == algo::ring_native});
       break;
     }
     case algo::allgather_dense: {
-      allgather_workspace<dense_codec> ws;
+      sparse_allgather_workspace<dense_codec> ws;
       sparse_allgather(t, dense_codec{}, std::span<float const>(g), std::span<float>(out), ctx, ws);
       break;
     }
     case algo::allgather_sparse: {
-      allgather_workspace<sparse_codec> ws;
+      sparse_allgather_workspace<sparse_codec> ws;
       sparse_buffer<float> s;
       sparse_allgather(t, sparse_codec{}, std::span<float const>(g), s, ctx, ws, {.dense_above = 0.5});
       s.view().validate("allgather result");
@@ -145,14 +145,14 @@ std::vector<float> run(T& t, algo a, std::size_t n, collective_context const& ct
       break;
     }
     case algo::allgather_dense_chunked: {
-      allgather_workspace<sparse_codec> ws;
+      sparse_allgather_workspace<sparse_codec> ws;
       out = g;  // in place
       sparse_allgather(t, sparse_codec{}, std::span<float const>(out), std::span<float>(out), ctx, ws,
                        {.chunk_elements = test_chunk});
       break;
     }
     case algo::allgather_sparse_chunked: {
-      allgather_workspace<sparse_codec> ws;
+      sparse_allgather_workspace<sparse_codec> ws;
       sparse_buffer<float> s;
       sparse_allgather(t, sparse_codec{}, std::span<float const>(g), s, ctx, ws, {.chunk_elements = test_chunk});
       s.view().validate("chunked allgather result");
@@ -161,14 +161,14 @@ std::vector<float> run(T& t, algo a, std::size_t n, collective_context const& ct
       break;
     }
     case algo::reduce_scatter_chunked: {
-      reduce_scatter_workspace<sparse_codec> ws;
+      sparse_reduce_scatter_workspace<sparse_codec> ws;
       out = g;  // in place
       sparse_reduce_scatter(t, sparse_codec{}, std::span<float const>(out), std::span<float>(out), ctx, ws,
                             {.chunk_elements = test_chunk});
       break;
     }
     case algo::reduce_scatter_sparse_chunked: {
-      reduce_scatter_workspace<sparse_codec> ws;
+      sparse_reduce_scatter_workspace<sparse_codec> ws;
       sparse_buffer<float> s;
       sparse_reduce_scatter(t, sparse_codec{}, std::span<float const>(g), s, ctx, ws, {.chunk_elements = test_chunk});
       s.view().validate("chunked reduce-scatter result");
@@ -177,41 +177,41 @@ std::vector<float> run(T& t, algo a, std::size_t n, collective_context const& ct
       break;
     }
     case algo::sra_quant: {
-      sra_workspace<quant_codec> ws;
+      scatter_reduce_allgather_workspace<quant_codec> ws;
       scatter_reduce_allgather(t, quant_codec{}, std::span<float const>(g), std::span<float>(out), ctx, ws);
       break;
     }
     case algo::sra_dense: {
-      sra_workspace<dense_codec> ws;
+      scatter_reduce_allgather_workspace<dense_codec> ws;
       out = g;  // in place
       scatter_reduce_allgather(t, dense_codec{}, std::span<float const>(out), std::span<float>(out), ctx, ws);
       break;
     }
     case algo::reduce_scatter: {
-      reduce_scatter_workspace<sparse_codec> ws;
+      sparse_reduce_scatter_workspace<sparse_codec> ws;
       sparse_reduce_scatter(t, sparse_codec{}, std::span<float const>(g), std::span<float>(out), ctx, ws);
       break;
     }
     case algo::ps: {
-      ps_workspace<sparse_codec, dense_codec> ws;
+      parameter_server_workspace<sparse_codec, dense_codec> ws;
       parameter_server(t, sparse_codec{}, dense_codec{}, std::span<float const>(g), std::span<float>(out), ctx, ws,
                        {.servers = std::min(2, t.size())});
       break;
     }
     case algo::ps_quant: {
-      ps_workspace<quant_codec, quant_codec> ws;
+      parameter_server_workspace<quant_codec, quant_codec> ws;
       parameter_server(t, quant_codec{}, quant_codec{}, std::span<float const>(g), std::span<float>(out), ctx, ws,
                        {.servers = 1});
       break;
     }
     case algo::hierarchical: {
-      hierarchical_workspace<dense_codec, sparse_codec> ws;
+      hierarchical_allreduce_workspace<dense_codec, sparse_codec> ws;
       hierarchical_allreduce(t, dense_codec{}, sparse_codec{}, std::span<float const>(g), std::span<float>(out), ctx,
                              ws, {.group_size = 2});
       break;
     }
     case algo::hierarchical_quant: {
-      hierarchical_workspace<sparse_codec, quant_codec> ws;
+      hierarchical_allreduce_workspace<sparse_codec, quant_codec> ws;
       hierarchical_allreduce(t, sparse_codec{}, quant_codec{}, std::span<float const>(g), std::span<float>(out), ctx,
                              ws, {.group_size = 3});
       break;

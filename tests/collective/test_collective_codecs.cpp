@@ -71,27 +71,27 @@ std::vector<std::vector<float>> sparse_collectives(C const& codec, int world, st
   };
   std::vector<std::vector<float>> results;
   results.push_back(on_world(world, [&](local_transport& t) {
-    allgather_workspace<C> ws;
+    sparse_allgather_workspace<C> ws;
     auto g = test::make_grad(t.rank(), n, ctx.step);
     std::vector<float> out(n);
     sparse_allgather(t, codec, std::span<float const>(g), std::span<float>(out), ctx, ws, opt);
     return out;
   }));
   results.push_back(on_world(world, [&](local_transport& t) {
-    allgather_workspace<C> ws;
+    sparse_allgather_workspace<C> ws;
     auto g = test::make_grad(t.rank(), n, ctx.step);
     sparse_buffer<float> s;
     sparse_allgather(t, codec, std::span<float const>(g), s, ctx, ws, opt);
     return dense_of(s);
   }));
   results.push_back(on_world(world, [&](local_transport& t) {
-    reduce_scatter_workspace<C> ws;
+    sparse_reduce_scatter_workspace<C> ws;
     auto g = test::make_grad(t.rank(), n, ctx.step);
     sparse_reduce_scatter(t, codec, std::span<float const>(g), std::span<float>(g), ctx, ws, opt);  // in place
     return g;
   }));
   results.push_back(on_world(world, [&](local_transport& t) {
-    reduce_scatter_workspace<C> ws;
+    sparse_reduce_scatter_workspace<C> ws;
     auto g = test::make_grad(t.rank(), n, ctx.step);
     sparse_buffer<float> s;
     sparse_reduce_scatter(t, codec, std::span<float const>(g), s, ctx, ws, opt);
@@ -123,7 +123,7 @@ TEST_CASE("sparse collectives with top_k and block_top_k equal the sum of the de
       top_k const codec{.ratio = 0.05};
       auto const ref = decoded_sum(codec, world, n, ctx);
       auto dense = on_world(world, [&](local_transport& t) {
-        allgather_workspace<top_k> ws;
+        sparse_allgather_workspace<top_k> ws;
         auto g = test::make_grad(t.rank(), n, ctx.step);
         std::vector<float> out(n);
         sparse_allgather(t, codec, std::span<float const>(g), std::span<float>(out), ctx, ws);
@@ -132,7 +132,7 @@ TEST_CASE("sparse collectives with top_k and block_top_k equal the sum of the de
       CHECK(dense == ref);
       for (double threshold : {0.0, 0.07, 1.0}) {  // dense from the start, switching mid-way, never
         auto merged = on_world(world, [&](local_transport& t) {
-          allgather_workspace<top_k> ws;
+          sparse_allgather_workspace<top_k> ws;
           auto g = test::make_grad(t.rank(), n, ctx.step);
           sparse_buffer<float> s;
           sparse_allgather(t, codec, std::span<float const>(g), s, ctx, ws, {.dense_above = threshold});
@@ -144,7 +144,7 @@ TEST_CASE("sparse collectives with top_k and block_top_k equal the sum of the de
         CHECK(merged == ref);
       }
       auto rs = on_world(world, [&](local_transport& t) {
-        reduce_scatter_workspace<top_k> ws;
+        sparse_reduce_scatter_workspace<top_k> ws;
         auto g = test::make_grad(t.rank(), n, ctx.step);
         std::vector<float> out(n);
         sparse_reduce_scatter(t, codec, std::span<float const>(g), std::span<float>(out), ctx, ws);
@@ -156,7 +156,7 @@ TEST_CASE("sparse collectives with top_k and block_top_k equal the sum of the de
       block_top_k const codec{.ratio = 0.05, .block = 16};
       auto const ref = decoded_sum(codec, world, n, ctx);
       auto rs = on_world(world, [&](local_transport& t) {
-        reduce_scatter_workspace<block_top_k> ws;
+        sparse_reduce_scatter_workspace<block_top_k> ws;
         auto g = test::make_grad(t.rank(), n, ctx.step);
         sparse_buffer<float> s;
         sparse_reduce_scatter(t, codec, std::span<float const>(g), s, ctx, ws);
@@ -167,7 +167,7 @@ TEST_CASE("sparse collectives with top_k and block_top_k equal the sum of the de
       });
       CHECK(rs == ref);
       auto ag = on_world(world, [&](local_transport& t) {
-        allgather_workspace<block_top_k> ws;
+        sparse_allgather_workspace<block_top_k> ws;
         auto g = test::make_grad(t.rank(), n, ctx.step);
         sparse_buffer<float> s;
         sparse_allgather(t, codec, std::span<float const>(g), s, ctx, ws);
@@ -189,7 +189,7 @@ TEST_CASE("scatter-reduce-allgather with maxmin_quantize: two quantizations, bit
       collective_context const ctx{.step = 9, .tensor = 2, .seed = 5, .timeout = 30s};
       auto const ref = test::reference_sum(world, n, ctx.step);
       auto out = on_world(world, [&](local_transport& t) {
-        sra_workspace<maxmin_quantize> ws;
+        scatter_reduce_allgather_workspace<maxmin_quantize> ws;
         auto g = test::make_grad(t.rank(), n, ctx.step);
         std::vector<float> o(n);
         scatter_reduce_allgather(t, codec, std::span<float const>(g), std::span<float>(o), ctx, ws);
@@ -209,7 +209,7 @@ TEST_CASE("parameter server and hierarchical with real codecs: bit-identical rep
     collective_context const ctx{.step = 1, .tensor = 6, .seed = 1, .timeout = 30s};
     auto const ref = test::reference_sum(world, n, ctx.step);
     auto ps = on_world(world, [&](local_transport& t) {
-      ps_workspace<top_k, maxmin_quantize> ws;
+      parameter_server_workspace<top_k, maxmin_quantize> ws;
       auto g = test::make_grad(t.rank(), n, ctx.step);
       std::vector<float> o(n);
       parameter_server(t, top_k{.ratio = 0.3}, maxmin_quantize{.bits = 8, .bucket = 256}, std::span<float const>(g),
@@ -218,7 +218,7 @@ TEST_CASE("parameter server and hierarchical with real codecs: bit-identical rep
     });
     CHECK(ps.size() == n);
     auto h = on_world(world, [&](local_transport& t) {
-      hierarchical_workspace<top_k, maxmin_quantize> ws;
+      hierarchical_allreduce_workspace<top_k, maxmin_quantize> ws;
       auto g = test::make_grad(t.rank(), n, ctx.step);
       std::vector<float> o(n);
       hierarchical_allreduce(t, top_k{.ratio = 1.0}, maxmin_quantize{.bits = 8, .bucket = 256},
@@ -235,7 +235,7 @@ TEST_CASE("tensors smaller than the world: empty chunks with real codecs") {
   collective_context const ctx{.step = 2, .tensor = 1, .timeout = 30s};
   for (std::size_t n : {std::size_t{1}, std::size_t{5}}) {
     auto out = on_world(8, [&](local_transport& t) {
-      sra_workspace<maxmin_quantize> ws;
+      scatter_reduce_allgather_workspace<maxmin_quantize> ws;
       auto g = test::make_grad(t.rank(), n, ctx.step);
       std::vector<float> o(n);
       scatter_reduce_allgather(t, maxmin_quantize{.bits = 8, .bucket = 64}, std::span<float const>(g),
@@ -244,7 +244,7 @@ TEST_CASE("tensors smaller than the world: empty chunks with real codecs") {
     });
     CHECK(max_error(out, test::reference_sum(8, n, ctx.step)) <= 8 * 6.0 / 255.0 * 2 + 1e-3);
     auto rs = on_world(8, [&](local_transport& t) {
-      reduce_scatter_workspace<top_k> ws;
+      sparse_reduce_scatter_workspace<top_k> ws;
       auto g = test::make_grad(t.rank(), n, ctx.step);
       std::vector<float> o(n);
       sparse_reduce_scatter(t, top_k{.ratio = 1.0}, std::span<float const>(g), std::span<float>(o), ctx, ws);
@@ -324,7 +324,7 @@ TEST_CASE("chunked sparse collectives: each chunk encoded on its own, encode ove
   SUBCASE("a sparse result with chunks off the block boundaries is errc::invalid_argument on every rank") {
     block_top_k const codec{.ratio = 0.05, .block = 16};
     auto errors = test::run_local(3, [&](local_transport& t) {
-      allgather_workspace<block_top_k> ws;
+      sparse_allgather_workspace<block_top_k> ws;
       auto g = test::make_grad(t.rank(), n, ctx.step);
       sparse_buffer<float> s;
       sparse_allgather(t, codec, std::span<float const>(g), s, ctx, ws, {.chunk_elements = 1000});
@@ -334,7 +334,7 @@ TEST_CASE("chunked sparse collectives: each chunk encoded on its own, encode ove
   SUBCASE("an encode that throws on the helper thread reaches the caller") {
     top_k const bad{.ratio = 2.0};
     auto errors = test::run_local(2, [&](local_transport& t) {
-      allgather_workspace<top_k> ws;
+      sparse_allgather_workspace<top_k> ws;
       auto g = test::make_grad(t.rank(), n, ctx.step);
       std::vector<float> out(n);
       sparse_allgather(t, bad, std::span<float const>(g), std::span<float>(out), ctx, ws, {.chunk_elements = 1000});

@@ -46,8 +46,8 @@ TEST_CASE("collectives on local worlds of 1..8 ranks match the reference sum, re
 
 TEST_CASE("collectives: a workspace reused across steps and sizes") {
   auto errors = test::run_local(3, [](local_transport& t) {
-    allgather_workspace<test::sparse_codec> ws;
-    sra_workspace<test::quant_codec> sws;
+    sparse_allgather_workspace<test::sparse_codec> ws;
+    scatter_reduce_allgather_workspace<test::quant_codec> sws;
     for (std::uint64_t step = 0; step < 4; ++step) {
       std::size_t const n = step % 2 ? 513 : 2048;
       auto g = test::make_grad(t.rank(), n, step);

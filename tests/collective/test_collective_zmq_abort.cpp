@@ -78,7 +78,7 @@ collective_context const ctx{.step = 1, .tensor = 9, .timeout = 1s};
 SLUICE_CHILD_SCENARIO(ring_stalled) {
   return stalled_peer([](zmq_transport& t) {
     std::vector<float> data(big, 1.0f);
-    auto ws = std::make_unique<ring_workspace>();
+    auto ws = std::make_unique<ring_allreduce_workspace>();
     ring_allreduce(t, std::span<float>(data), ctx, *ws);
   });
 }
@@ -86,7 +86,7 @@ SLUICE_CHILD_SCENARIO(ring_stalled) {
 SLUICE_CHILD_SCENARIO(sra_stalled) {
   return stalled_peer([](zmq_transport& t) {
     std::vector<float> data(big, 1.0f), out(big);
-    auto ws = std::make_unique<sra_workspace<identity>>();
+    auto ws = std::make_unique<scatter_reduce_allgather_workspace<identity>>();
     scatter_reduce_allgather(t, identity{}, std::span<float const>(data), std::span<float>(out), ctx, *ws);
   });
 }
@@ -94,7 +94,7 @@ SLUICE_CHILD_SCENARIO(sra_stalled) {
 SLUICE_CHILD_SCENARIO(allgather_stalled) {
   return stalled_peer([](zmq_transport& t) {
     std::vector<float> data(big / 2, 1.0f), out(big / 2);
-    auto ws = std::make_unique<allgather_workspace<identity>>();
+    auto ws = std::make_unique<sparse_allgather_workspace<identity>>();
     sparse_allgather(t, identity{}, std::span<float const>(data), std::span<float>(out), ctx, *ws);
   });
 }

@@ -86,9 +86,9 @@ struct hand_composition {
   std::vector<optimizer_state<O>> ostates;
   std::vector<float> master;
   feedback_workspace<C, float> fws;
-  allgather_workspace<C> aws;
+  sparse_allgather_workspace<C> aws;
   scatter_reduce_allgather_workspace<C> sws;
-  ring_workspace rws;
+  ring_allreduce_workspace rws;
 
   hand_composition(C c, F f, O o, local_transport& tr, pipeline_options po, layout const& lay, model_params const& p)
       : codec(c),

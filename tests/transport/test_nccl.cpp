@@ -77,7 +77,7 @@ TEST_CASE("nccl_transport: a one-rank communicator sums host and device memory")
   std::byte const b{7};
   t.send(0, message_tag{3}, std::span<std::byte const>(&b, 1)).wait(deadline::after(1s));
   CHECK(t.recv(0, message_tag{3}, buf, deadline::after(1s)).size() == 1);
-  ring_workspace ws;
+  ring_allreduce_workspace ws;
   ring_allreduce(t, std::span<float>(host), {.step = 1, .tensor = 2}, ws, {.use_native = true});
   CHECK(host == before);
 }

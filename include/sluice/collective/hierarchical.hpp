@@ -26,15 +26,20 @@ struct hierarchical_options {
 
 /// Buffers reused across calls. Thread-safety: one workspace per concurrent call.
 template <class Local, class Global>
-struct hierarchical_workspace {
+struct hierarchical_allreduce_workspace {
   codec_workspace<Local, float> local_encode{};
   codec_workspace<Local, float> local_decode{};
   std::vector<std::byte> send{};
   std::vector<std::byte> recv{};
   std::vector<float> acc{};
-  sra_workspace<Global> sra{};
-  allgather_workspace<Global> ag{};
+  scatter_reduce_allgather_workspace<Global> sra{};
+  sparse_allgather_workspace<Global> ag{};
 };
+
+/// The former name (sluice 0.1); it goes in the next minor version.
+template <class Local, class Global>
+using hierarchical_workspace [[deprecated("renamed sluice::hierarchical_allreduce_workspace")]] =
+    hierarchical_allreduce_workspace<Local, Global>;
 
 /// Sums `in` over all ranks into `out`. Leaders exchange only (world / group_size) messages over
 /// the slow link. Every rank gets the same bits.
@@ -42,7 +47,7 @@ template <Transport T, class Local, class Global>
 requires Codec<Local, float> && Codec<Global, float>
 void hierarchical_allreduce(T& t, Local const& local_codec, Global const& global_codec, std::span<float const> in,
                             std::span<float> out, collective_context const& ctx,
-                            hierarchical_workspace<Local, Global>& ws, hierarchical_options const& opt = {}) {
+                            hierarchical_allreduce_workspace<Local, Global>& ws, hierarchical_options const& opt = {}) {
   char const* const what = "hierarchical_allreduce";
   int const world = t.size(), r = t.rank();
   require(opt.group_size >= 1, errc::invalid_argument, "{}: tensor {}: group_size {} must be >= 1", what, ctx.tensor,

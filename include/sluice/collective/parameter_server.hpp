@@ -22,7 +22,7 @@ struct parameter_server_options {
 
 /// Buffers reused across calls. Thread-safety: one workspace per concurrent call.
 template <class Push, class Pull>
-struct ps_workspace {
+struct parameter_server_workspace {
   codec_workspace<Push, float> push_encode{};
   codec_workspace<Push, float> push_decode{};
   codec_workspace<Pull, float> pull_encode{};
@@ -34,12 +34,17 @@ struct ps_workspace {
   std::size_t sent_bytes = 0;  ///< bytes this rank sent in the last call
 };
 
+/// The former name (sluice 0.1); it goes in the next minor version.
+template <class Push, class Pull>
+using ps_workspace [[deprecated("renamed sluice::parameter_server_workspace")]] =
+    parameter_server_workspace<Push, Pull>;
+
 /// Sums `in` over ranks into `out` through the servers. Workers send each shard once (push codec);
 /// each server sends its summed shard to every rank (pull codec). Every rank gets the same bits.
 template <Transport T, class Push, class Pull>
 requires Codec<Push, float> && Codec<Pull, float>
 void parameter_server(T& t, Push const& push_codec, Pull const& pull_codec, std::span<float const> in,
-                      std::span<float> out, collective_context const& ctx, ps_workspace<Push, Pull>& ws,
+                      std::span<float> out, collective_context const& ctx, parameter_server_workspace<Push, Pull>& ws,
                       parameter_server_options const& opt = {}) {
   char const* const what = "parameter_server";
   int const world = t.size(), r = t.rank();

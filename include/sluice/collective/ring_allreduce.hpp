@@ -20,11 +20,14 @@ struct ring_allreduce_options {
 
 /// Buffers reused across calls; after the first call of a size, calls allocate nothing.
 /// Thread-safety: one workspace per concurrent call.
-struct ring_workspace {
+struct ring_allreduce_workspace {
   std::vector<std::byte> send{};
   std::vector<std::byte> recv{};
   std::vector<float> scratch{};
 };
+
+/// The former name (sluice 0.1); it goes in the next minor version.
+using ring_workspace [[deprecated("renamed sluice::ring_allreduce_workspace")]] = ring_allreduce_workspace;
 
 /// Bytes one rank sends in a ring allreduce of `n` fp32 elements over `world` ranks:
 /// 2 (N-1) chunk frames, i.e. about 2 (N-1)/N * 4n (the bandwidth-optimal volume) plus headers
@@ -49,7 +52,7 @@ constexpr std::size_t ring_allreduce_bytes(std::size_t n, int world) noexcept {
 /// ctx.timeout, errc::malformed_message for a corrupted frame or one from another step or tensor,
 /// and for a tensor whose size differs across ranks (the message names the tensor).
 template <Transport T>
-void ring_allreduce(T& t, std::span<float> data, collective_context const& ctx, ring_workspace& ws,
+void ring_allreduce(T& t, std::span<float> data, collective_context const& ctx, ring_allreduce_workspace& ws,
                     ring_allreduce_options const& opt = {}) {
   int const world = t.size(), r = t.rank();
   if (world == 1) return;

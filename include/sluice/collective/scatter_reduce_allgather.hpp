@@ -27,9 +27,10 @@ struct scatter_reduce_allgather_workspace {
   std::size_t sent_bytes = 0;  ///< bytes this rank sent in the last call
 };
 
-/// The former name of scatter_reduce_allgather_workspace.
+/// The former name (sluice 0.1); it goes in the next minor version.
 template <class C>
-using sra_workspace = scatter_reduce_allgather_workspace<C>;
+using sra_workspace [[deprecated("renamed sluice::scatter_reduce_allgather_workspace")]] =
+    scatter_reduce_allgather_workspace<C>;
 
 /// Part j of n elements split over a world of `world` ranks: [first, first + count).
 struct part_range {

@@ -178,7 +178,7 @@ inline void append_shifted(sparse_buffer<float>& out, sparse_buffer<float> const
 /// Buffers reused across calls (messages, the decoded part, the running sum).
 /// Thread-safety: one workspace per concurrent call.
 template <class C>
-struct allgather_workspace {
+struct sparse_allgather_workspace {
   codec_workspace<C, float> encode{};
   codec_workspace<C, float> decode{};
   std::vector<std::vector<std::byte>> messages{};  ///< message of rank j after the exchange
@@ -189,6 +189,10 @@ struct allgather_workspace {
   std::vector<std::uint8_t> arrived{};  ///< message j is in
   std::size_t sent_bytes = 0;           ///< bytes this rank sent in the last call
 };
+
+/// The former name (sluice 0.1); it goes in the next minor version.
+template <class C>
+using allgather_workspace [[deprecated("renamed sluice::sparse_allgather_workspace")]] = sparse_allgather_workspace<C>;
 
 /// Bytes one rank sends in a sparse allgather when its encoded message (the frame) has
 /// `message_bytes`: (N-1) copies, each with its message identity.
@@ -203,7 +207,7 @@ namespace detail {
 // is zeroed while this rank's message is on its way; otherwise the caller has zeroed it.
 template <Transport T, class C>
 std::size_t allgather_sum_dense(T& t, C const& codec, std::span<float> out, collective_context const& ctx,
-                                std::uint64_t salt, bool clear, allgather_workspace<C>& ws, deadline d) {
+                                std::uint64_t salt, bool clear, sparse_allgather_workspace<C>& ws, deadline d) {
   char const* const what = "sparse_allgather";
   wire::expectation const expect{.tensor = ctx.tensor, .step = ctx.step, .extent = out.size()};
   return detail::ring_allgather(
@@ -225,7 +229,8 @@ std::size_t allgather_sum_dense(T& t, C const& codec, std::span<float> out, coll
 // Runs the chunks of a sparse allgather: encode(c, message) fills this rank's message of chunk c on
 // the helper thread, then exchange(c) runs with it in ws.messages[rank].
 template <Transport T, class C, class Encode, class Exchange>
-void allgather_chunks(T& t, chunking const& ch, allgather_workspace<C>& ws, Encode&& encode, Exchange&& exchange) {
+void allgather_chunks(T& t, chunking const& ch, sparse_allgather_workspace<C>& ws, Encode&& encode,
+                      Exchange&& exchange) {
   auto const r = static_cast<std::size_t>(t.rank());
   ws.messages.resize(static_cast<std::size_t>(t.size()));
   ws.own.resize(ch.count);
@@ -248,7 +253,7 @@ void allgather_chunks(T& t, chunking const& ch, allgather_workspace<C>& ws, Enco
 template <Transport T, class C>
 requires Codec<C, float>
 void sparse_allgather(T& t, C const& codec, std::span<float const> in, std::span<float> out,
-                      collective_context const& ctx, allgather_workspace<C>& ws,
+                      collective_context const& ctx, sparse_allgather_workspace<C>& ws,
                       sparse_allgather_options const& opt = {}) {
   require(out.size() == in.size(), errc::size_mismatch,
           "sparse_allgather: tensor {}: output of {} elements for input of {}", ctx.tensor, out.size(), in.size());
@@ -275,7 +280,7 @@ void sparse_allgather(T& t, C const& codec, std::span<float const> in, std::span
 template <Transport T, class C>
 requires Codec<C, float>
 void sparse_allgather_encoded(T& t, C const& codec, std::span<std::byte const> message, std::span<float> out,
-                              collective_context const& ctx, allgather_workspace<C>& ws) {
+                              collective_context const& ctx, sparse_allgather_workspace<C>& ws) {
   ws.messages.resize(static_cast<std::size_t>(t.size()));
   auto& mine = ws.messages[static_cast<std::size_t>(t.rank())];
   mine.assign(message.begin(), message.end());
@@ -289,7 +294,7 @@ namespace detail {
 // the block size every part must share (0 on the first chunk: taken from rank 0's part).
 template <Transport T, class C>
 std::size_t allgather_sum_sparse(T& t, C const& codec, std::size_t n, collective_context const& ctx, std::uint64_t salt,
-                                 double dense_above, allgather_workspace<C>& ws, deadline d, std::size_t& block,
+                                 double dense_above, sparse_allgather_workspace<C>& ws, deadline d, std::size_t& block,
                                  sparse_buffer<float>& out) {
   char const* const what = "sparse_allgather";
   int const r = t.rank();
@@ -327,7 +332,7 @@ std::size_t allgather_sum_sparse(T& t, C const& codec, std::size_t n, collective
 template <Transport T, class C>
 requires SparseCodec<C, float>
 void sparse_allgather(T& t, C const& codec, std::span<float const> in, sparse_buffer<float>& out,
-                      collective_context const& ctx, allgather_workspace<C>& ws,
+                      collective_context const& ctx, sparse_allgather_workspace<C>& ws,
                       sparse_allgather_options const& opt = {}) {
   char const* const what = "sparse_allgather";
   int const r = t.rank();
@@ -359,8 +364,8 @@ void sparse_allgather(T& t, C const& codec, std::span<float const> in, sparse_bu
 template <Transport T, class C>
 requires SparseCodec<C, float>
 void sparse_allgather_encoded(T& t, C const& codec, std::span<std::byte const> message, std::size_t extent,
-                              sparse_buffer<float>& out, collective_context const& ctx, allgather_workspace<C>& ws,
-                              sparse_allgather_options const& opt = {}) {
+                              sparse_buffer<float>& out, collective_context const& ctx,
+                              sparse_allgather_workspace<C>& ws, sparse_allgather_options const& opt = {}) {
   ws.messages.resize(static_cast<std::size_t>(t.size()));
   ws.messages[static_cast<std::size_t>(t.rank())].assign(message.begin(), message.end());
   std::size_t block = 0;

@@ -18,14 +18,14 @@ namespace sluice {
 
 /// Buffers reused across calls. Thread-safety: one workspace per concurrent call.
 template <class C>
-struct reduce_scatter_workspace {
+struct sparse_reduce_scatter_workspace {
   /// What this rank sends in the reduce phase of one chunk (made on the helper thread when chunked).
   struct chunk_part {
     sparse_buffer<float> mine{};                 ///< this rank's decoded contribution
     std::vector<std::vector<std::byte>> send{};  ///< the frame of its entries for rank j
     std::size_t own_begin = 0, own_end = 0;      ///< its entries in this rank's own range
   };
-  allgather_workspace<C> ag{};  ///< codec workspaces, own messages, merge scratch
+  sparse_allgather_workspace<C> ag{};  ///< codec workspaces, own messages, merge scratch
   std::vector<chunk_part> chunk{};
   std::vector<std::vector<std::byte>> recv{};
   std::vector<sparse_buffer<float>> parts{};   ///< rank j's entries in my range
@@ -34,6 +34,11 @@ struct reduce_scatter_workspace {
   std::vector<std::uint8_t> arrived{};
   std::size_t sent_bytes = 0;  ///< bytes this rank sent in the last call
 };
+
+/// The former name (sluice 0.1); it goes in the next minor version.
+template <class C>
+using reduce_scatter_workspace [[deprecated("renamed sluice::sparse_reduce_scatter_workspace")]] =
+    sparse_reduce_scatter_workspace<C>;
 
 namespace detail {
 
@@ -80,7 +85,7 @@ namespace detail {
 /// block indices are relative to the chunk). Chunk c of `in` has been read by then.
 template <Transport T, class C, class RangeReady>
 void sparse_reduce_scatter_core(T& t, C const& codec, std::span<float const> in, collective_context const& ctx,
-                                reduce_scatter_workspace<C>& ws, sparse_allgather_options const& opt,
+                                sparse_reduce_scatter_workspace<C>& ws, sparse_allgather_options const& opt,
                                 RangeReady&& range_ready) {
   char const* const what = "sparse_reduce_scatter";
   int const world = t.size(), r = t.rank();
@@ -196,7 +201,7 @@ void sparse_reduce_scatter_core(T& t, C const& codec, std::span<float const> in,
 template <Transport T, class C>
 requires SparseCodec<C, float>
 void sparse_reduce_scatter(T& t, C const& codec, std::span<float const> in, std::span<float> out,
-                           collective_context const& ctx, reduce_scatter_workspace<C>& ws,
+                           collective_context const& ctx, sparse_reduce_scatter_workspace<C>& ws,
                            sparse_allgather_options const& opt = {}) {
   require(out.size() == in.size(), errc::size_mismatch,
           "sparse_reduce_scatter: tensor {}: output of {} for input of {}", ctx.tensor, out.size(), in.size());
@@ -215,7 +220,7 @@ void sparse_reduce_scatter(T& t, C const& codec, std::span<float const> in, std:
 template <Transport T, class C>
 requires SparseCodec<C, float>
 void sparse_reduce_scatter(T& t, C const& codec, std::span<float const> in, sparse_buffer<float>& out,
-                           collective_context const& ctx, reduce_scatter_workspace<C>& ws,
+                           collective_context const& ctx, sparse_reduce_scatter_workspace<C>& ws,
                            sparse_allgather_options const& opt = {}) {
   detail::chunking const ch(in.size(), opt.chunk_elements);
   std::size_t got = 0;  // ranges of the current chunk in so far

@@ -529,9 +529,9 @@ class pipeline {
     std::vector<float> staged{};     // uncompressed buckets: the gradient, until the exchange takes it
     std::vector<float> dense_sum{};  // the aggregated gradient, until the apply takes it
     sparse_buffer<float> sparse_sum{};
-    allgather_workspace<C> aws{};
+    sparse_allgather_workspace<C> aws{};
     scatter_reduce_allgather_workspace<C> sws{};
-    ring_workspace rws{};
+    ring_allreduce_workspace rws{};
     std::size_t encoded_bytes = 0, sent_bytes = 0;
     double encode_s = 0, exchange_s = 0, apply_s = 0, residual_sq = 0;
     std::uint64_t encoded = 0, exchanged = 0, applied = 0;
