@@ -133,16 +133,16 @@ TEST_CASE("branch-free bf16 conversions equal the core conversions bit for bit")
   for (int i = 0; i < 10000; ++i) xs.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(rng())));
   for (float x : xs) {
     auto const r = static_cast<std::uint32_t>(rng());
-    REQUIRE(detail::optim::bf16_stochastic(x, r) ==
+    REQUIRE(detail::bf16_stochastic(x, r) ==
             Eigen::numext::bit_cast<std::uint16_t>(from_float_stochastic<Eigen::bfloat16>(x, r)));
-    REQUIRE(detail::optim::bf16_nearest(x) == Eigen::numext::bit_cast<std::uint16_t>(Eigen::bfloat16(x)));
+    REQUIRE(detail::bf16_nearest(x) == Eigen::numext::bit_cast<std::uint16_t>(Eigen::bfloat16(x)));
   }
 }
 
 TEST_CASE("vectorized Philox words equal sluice::random_stream") {
   stream_key const key{.seed = 0x1234'5678'9abc'def0ull, .rank = stream_key::shared_rank, .step = 17, .tensor = 5};
   random_stream const rs(key);
-  auto const lanes = detail::optim::philox_lanes::from(key);
+  auto const lanes = detail::philox_lanes::from(key);
   std::vector<std::uint32_t> w(4 * 100);
   lanes.words(1000, 100, w.data());
   for (std::uint64_t i = 0; i < w.size(); ++i) {
@@ -301,21 +301,20 @@ TEST_CASE("the fused AVX2 Adam loops equal the portable tile passes bit for bit"
     std::vector<std::uint16_t> mb(n), vb(n), rnd(n);
     std::mt19937 rng(44);
     for (std::size_t i = 0; i < n; ++i) {
-      mb[i] = detail::optim::bf16_nearest(m1[i]);
-      vb[i] = detail::optim::bf16_nearest(v1[i]);
+      mb[i] = detail::bf16_nearest(m1[i]);
+      vb[i] = detail::bf16_nearest(v1[i]);
       rnd[i] = static_cast<std::uint16_t>(rng());
     }
     mb[7] = 0x7f80, vb[8] = 0xffc1;  // infinity and a negative NaN among the moments
     auto q1 = random_floats(n, 45), q2 = q1;
     auto mb2 = mb, vb2 = vb;
     std::vector<float> mf(n), vf(n);
-    for (std::size_t i = 0; i < n; ++i)
-      mf[i] = detail::optim::bf16_to_float(mb[i]), vf[i] = detail::optim::bf16_to_float(vb[i]);
+    for (std::size_t i = 0; i < n; ++i) mf[i] = detail::bf16_to_float(mb[i]), vf[i] = detail::bf16_to_float(vb[i]);
     float* mp[2] = {mf.data(), vf.data()};
     k.core_portable(q1.data(), g.data(), mp, tmp.data(), n);
     for (std::size_t i = 0; i < n; ++i) {
-      mb[i] = detail::optim::bf16_stochastic(mf[i], (std::uint32_t{rnd[i]} << 24) & 0xff000000u);
-      vb[i] = detail::optim::bf16_stochastic(vf[i], (std::uint32_t{rnd[i]} << 16) & 0xff000000u);
+      mb[i] = detail::bf16_stochastic(mf[i], (std::uint32_t{rnd[i]} << 24) & 0xff000000u);
+      vb[i] = detail::bf16_stochastic(vf[i], (std::uint32_t{rnd[i]} << 16) & 0xff000000u);
     }
     k.core_bf16_avx2(q2.data(), g.data(), mb2.data(), vb2.data(), rnd.data(), n);
     for (std::size_t i = 0; i < n; ++i) {
@@ -371,7 +370,7 @@ TEST_CASE("the fused bf16 loop draws the same Philox bits as the stream through 
   if (!sluice::use_avx2()) return;
   using detail::optim::adam_kernel;
   stream_key const key{.seed = 0xfeed'beef'1234'5678ull, .rank = stream_key::shared_rank, .step = 9, .tensor = 3};
-  auto const lanes = detail::optim::philox_lanes::from(key);
+  auto const lanes = detail::philox_lanes::from(key);
   std::size_t const total = 2000;
   auto g = random_floats(total, 50);
   g[70] = std::numeric_limits<float>::quiet_NaN();   // NaN moments inside the fused loop
@@ -390,8 +389,8 @@ TEST_CASE("the fused bf16 loop draws the same Philox bits as the stream through 
         std::vector<std::uint16_t> mb1(n), vb1(n);
         auto const m0 = random_floats(n, 52, 1e-2f), v0 = random_floats(n, 53, 1e-4f);
         for (std::size_t i = 0; i < n; ++i) {
-          mb1[i] = detail::optim::bf16_nearest(m0[i]);
-          vb1[i] = detail::optim::bf16_nearest(std::abs(v0[i]));
+          mb1[i] = detail::bf16_nearest(m0[i]);
+          vb1[i] = detail::bf16_nearest(std::abs(v0[i]));
         }
         if (n > 10) mb1[9] = 0xff80, vb1[9] = 0x7f80;  // -inf + inf: NaN update
         auto mb2 = mb1, vb2 = vb1;

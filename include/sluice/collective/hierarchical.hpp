@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <sluice/collective/concepts.hpp>
+#include <sluice/collective/detail/message.hpp>
 #include <sluice/collective/scatter_reduce_allgather.hpp>
 #include <sluice/collective/sparse_allgather.hpp>
 #include <sluice/transport/group.hpp>

@@ -9,6 +9,8 @@
 #include <fmt/format.h>
 
 #include <sluice/collective/concepts.hpp>
+#include <sluice/collective/detail/exchange.hpp>
+#include <sluice/collective/detail/message.hpp>
 
 namespace sluice {
 

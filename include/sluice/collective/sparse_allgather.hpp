@@ -14,6 +14,8 @@
 #include <fmt/format.h>
 
 #include <sluice/collective/concepts.hpp>
+#include <sluice/collective/detail/exchange.hpp>
+#include <sluice/collective/detail/message.hpp>
 #include <sluice/core/sparse.hpp>
 
 namespace sluice {

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include <sluice/collective/concepts.hpp>
+#include <sluice/collective/detail/exchange.hpp>
+#include <sluice/collective/detail/message.hpp>
 #include <sluice/collective/sparse_allgather.hpp>
 #include <sluice/core/varint.hpp>
 

@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
-#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -27,6 +26,7 @@
 
 #include <sluice/core/error.hpp>
 #include <sluice/transport/concepts.hpp>
+#include <sluice/transport/launcher.hpp>
 
 #if !defined(NCCL_VERSION_CODE) || NCCL_VERSION_CODE < 21400
 #error "sluice/transport/nccl.hpp needs NCCL 2.14 or newer (non-blocking communicator initialisation)"
@@ -76,18 +76,6 @@ inline void nccl_check(ncclResult_t r, char const* call, int rank, ncclComm_t co
   char const* last = ncclGetLastError(comm);
   throw_error(nccl_errc(r), "nccl_transport: rank {}: {} failed: {}{}{}", rank, call, ncclGetErrorString(r),
               last && *last ? ": " : "", last ? last : "");
-}
-
-/// The node-local rank the launcher published, or -1.
-inline int launcher_local_rank() {
-  for (char const* name : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"}) {
-    char const* v = std::getenv(name);
-    if (v == nullptr || *v == '\0') continue;
-    char* end = nullptr;
-    long const x = std::strtol(v, &end, 10);
-    if (*end == '\0' && x >= 0 && x < (1L << 20)) return static_cast<int>(x);
-  }
-  return -1;
 }
 
 }  // namespace detail

@@ -6,6 +6,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <sluice/core/detail/bf16_bits.hpp>
+#include <sluice/core/detail/philox_lanes.hpp>
+#include <sluice/core/detail/prefetch.hpp>
 #include <sluice/optim/detail/kernel.hpp>
 
 namespace sluice::detail::optim {

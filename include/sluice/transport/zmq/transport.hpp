@@ -1,0 +1,389 @@
+// zmq/transport: zmq_transport, the Transport over ZeroMQ. Each rank binds one ROUTER and connects
+// one DEALER per peer; ZMTP heartbeats and socket monitors turn a vanished peer into errc::peer_lost.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include <fmt/format.h>
+
+#include <sluice/core/error.hpp>
+#include <sluice/transport/concepts.hpp>
+#include <sluice/transport/launcher.hpp>
+#include <sluice/transport/zmq/curve.hpp>
+#include <sluice/transport/zmq/options.hpp>
+#include <sluice/transport/zmq/rendezvous.hpp>
+#include <sluice/transport/zmq/socket.hpp>
+
+namespace sluice {
+
+/// A Transport over ZeroMQ. Construction performs the rendezvous and a first barrier.
+/// Thread-safety: any thread may call any member; calls are serialized by a mutex (ZeroMQ sockets
+/// are not thread-safe), released between the 10 ms slices of a wait. The ZAP handler (CURVE only)
+/// runs on its own thread.
+class zmq_transport {
+ public:
+  using transport_concept = transport_tag;
+
+  /// A send. Messages below zmq_options::zero_copy_min_bytes are copied and complete on return;
+  /// larger ones are sent from the caller's bytes, which ZeroMQ's I/O thread reads until it
+  /// releases the message (written to the kernel, or dropped by cancel() or the transport's
+  /// destruction): only then does the request complete. Until it completes the caller must keep
+  /// the bytes alive and unchanged; a request that is given up on must be cancelled
+  /// (zmq_transport::cancel, or detail::settle_send) before the bytes are freed.
+  class request {
+   public:
+    friend class zmq_transport;
+    request() = default;
+    request(std::shared_ptr<std::atomic<bool>> done, int rank, int peer)
+        : done_(std::move(done)), rank_(rank), peer_(peer) {}
+    [[nodiscard]] bool test() const noexcept { return !done_ || done_->load(std::memory_order_acquire); }
+    void wait(deadline d) const {
+      if (!detail::poll_until([&] { return test(); }, d))
+        throw_error(errc::timeout, "zmq_transport: rank {}: send to rank {} was not written before the deadline", rank_,
+                    peer_);
+    }
+
+   private:
+    std::shared_ptr<std::atomic<bool>> done_{};
+    int rank_ = 0, peer_ = 0;
+  };
+
+  explicit zmq_transport(zmq_options opt = {}) : opt_(std::move(opt)) {
+    bool const explicit_endpoints = !opt_.endpoints.empty();
+    rank_ = opt_.rank >= 0 ? opt_.rank : detail::env_int("RANK", -1, "zmq_transport");
+    size_ = explicit_endpoints
+                ? static_cast<int>(opt_.endpoints.size())
+                : (opt_.world_size >= 0 ? opt_.world_size : detail::env_int("WORLD_SIZE", -1, "zmq_transport"));
+    require(rank_ >= 0 && size_ >= 1 && rank_ < size_, errc::invalid_argument,
+            "zmq_transport: rank {} / world size {} invalid (set RANK and WORLD_SIZE, or zmq_options)", rank_, size_);
+    deadline const d = deadline::after(opt_.connect_timeout);
+    if (opt_.curve) {
+      require(zmq_has("curve") != 0, errc::unsupported, "zmq_transport: this libzmq has no CURVE support");
+      public_key_ = detail::read_key(opt_.keys.public_key_file, "public");
+      secret_key_ = detail::read_key(opt_.keys.secret_key_file, "secret");
+      keys_ = detail::read_key_list(opt_.keys.authorized_keys_file);
+      require(static_cast<int>(keys_.size()) >= size_, errc::invalid_argument,
+              "zmq_transport: '{}' lists {} keys for a world of {}", opt_.keys.authorized_keys_file, keys_.size(),
+              size_);
+      require(keys_[static_cast<std::size_t>(rank_)] == public_key_, errc::invalid_argument,
+              "zmq_transport: rank {}: public key in '{}' differs from line {} of '{}'", rank_,
+              opt_.keys.public_key_file, rank_ + 1, opt_.keys.authorized_keys_file);
+      zap_ = std::make_unique<detail::zap_handler>(ctx_, keys_, rank_, opt_.keys.authorized_keys_file);
+    }
+    require(opt_.receive_queue_messages >= 1, errc::invalid_argument,
+            "zmq_transport: receive_queue_messages {} must be >= 1", opt_.receive_queue_messages);
+    router_ = zmq::socket_t(ctx_, zmq::socket_type::router);
+    router_.set(zmq::sockopt::rcvhwm, opt_.receive_queue_messages);
+    router_.set(zmq::sockopt::maxmsgsize,
+                opt_.max_message_bytes == 0 ? std::int64_t{-1} : static_cast<std::int64_t>(opt_.max_message_bytes));
+    router_.set(zmq::sockopt::linger, 0);
+    detail::set_heartbeats(router_, opt_);
+    make_server(router_);
+    std::vector<std::string> table;
+    if (explicit_endpoints) {
+      table = opt_.endpoints;
+      router_.bind(table[static_cast<std::size_t>(rank_)]);
+    } else {
+      table = rendezvous(d);
+    }
+    endpoints_ = table;
+    dealers_.resize(static_cast<std::size_t>(size_));
+    monitors_.resize(static_cast<std::size_t>(size_));
+    lost_since_.assign(static_cast<std::size_t>(size_), {});
+    for (int p = 0; p < size_; ++p)
+      if (p != rank_) open_dealer(p);
+    barrier(d);
+  }
+
+  zmq_transport(zmq_transport const&) = delete;
+  zmq_transport& operator=(zmq_transport const&) = delete;
+  ~zmq_transport() {
+    for (std::size_t p = 0; p < dealers_.size(); ++p)
+      if (dealers_[p]) zmq_socket_monitor(dealers_[p].handle(), nullptr, 0);
+    for (auto& m : monitors_) m.close();
+    for (auto& s : dealers_) s.close();
+    router_.close();
+    zap_.reset();
+    ctx_.close();
+  }
+
+  [[nodiscard]] int rank() const noexcept { return rank_; }
+  [[nodiscard]] int size() const noexcept { return size_; }
+  /// The endpoint each rank bound (after rendezvous).
+  [[nodiscard]] std::vector<std::string> const& endpoints() const noexcept { return endpoints_; }
+  /// CURVE clients refused by this rank's ZAP handler so far.
+  [[nodiscard]] std::uint64_t refused_clients() const noexcept { return zap_ ? zap_->refused() : 0; }
+  /// Messages this rank's ROUTER received and dropped so far: malformed framing, a routing id that
+  /// names no other rank, or (CURVE) a routing id that is not the sender's key's rank.
+  [[nodiscard]] std::uint64_t dropped_messages() const noexcept { return dropped_.load(); }
+
+  request send(int peer, message_tag tag, std::span<std::byte const> bytes) {
+    detail::check_peer(peer, size_, "zmq_transport::send");
+    std::lock_guard lock(m_);
+    std::uint32_t const t = to_underlying(tag);
+    if (peer == rank_) {
+      queues_[{peer, t}].emplace_back(bytes.data(), bytes.size());
+      return {};
+    }
+    require(opt_.max_message_bytes == 0 || bytes.size() <= opt_.max_message_bytes, errc::invalid_argument,
+            "zmq_transport: rank {}: a message of {} bytes for rank {} exceeds zmq_options::max_message_bytes = {}; "
+            "raise it (on every rank) to the largest message the job sends",
+            rank_, bytes.size(), peer, opt_.max_message_bytes);
+    poll_events(std::chrono::milliseconds(0));
+    require(!lost_for_good(peer), errc::peer_lost, "zmq_transport: rank {} sending to rank {} (tag {}): peer lost",
+            rank_, peer, t);
+    auto& s = dealers_[static_cast<std::size_t>(peer)];
+    std::shared_ptr<std::atomic<bool>> done;
+    zmq::message_t body;
+    if (bytes.size() >= opt_.zero_copy_min_bytes) {
+      done = std::make_shared<std::atomic<bool>>(false);
+      auto* hint = new std::shared_ptr<std::atomic<bool>>(done);
+      // ZeroMQ only reads the bytes; the free function marks the request complete.
+      body = zmq::message_t(const_cast<std::byte*>(bytes.data()), bytes.size(), &release_send, hint);
+    } else {
+      body = zmq::message_t(bytes.data(), bytes.size());
+    }
+    bool const ok = s.send(zmq::const_buffer(&t, 4), zmq::send_flags::sndmore | zmq::send_flags::dontwait) &&
+                    s.send(std::move(body), zmq::send_flags::dontwait);
+    require(ok, errc::peer_lost, "zmq_transport: rank {} cannot queue a message for rank {} (tag {})", rank_, peer, t);
+    return {std::move(done), rank_, peer};
+  }
+
+  std::span<std::byte const> recv(int peer, message_tag tag, std::vector<std::byte>& buffer, deadline d) {
+    detail::check_peer(peer, size_, "zmq_transport::recv");
+    std::uint32_t const t = to_underlying(tag);
+    for (;;) {
+      {
+        std::lock_guard lock(m_);
+        poll_events(std::chrono::milliseconds(0));
+        auto it = queues_.find({peer, t});
+        if (it != queues_.end() && !it->second.empty()) {
+          auto& msg = it->second.front();
+          buffer.resize(msg.size());
+          if (msg.size()) std::memcpy(buffer.data(), msg.data(), msg.size());
+          it->second.pop_front();
+          return buffer;
+        }
+        if (peer != rank_ && lost_for_good(peer))
+          throw_error(errc::peer_lost, "zmq_transport: rank {} waiting for rank {} (tag {}): peer lost (disconnected)",
+                      rank_, peer, t);
+        if (d.expired())
+          throw_error(errc::timeout, "zmq_transport: rank {} waiting for rank {} (tag {}): deadline passed", rank_,
+                      peer, t);
+        auto const slice = std::min<transport_clock::duration>(d.remaining(), std::chrono::milliseconds(10));
+        poll_events(std::chrono::duration_cast<std::chrono::milliseconds>(slice) + std::chrono::milliseconds(1));
+      }
+    }
+  }
+
+  void barrier(deadline d) {
+    std::vector<std::byte> scratch;
+    detail::dissemination_barrier(*this, barrier_tag, d, scratch, enter_barrier());
+  }
+  /// Counts a barrier this endpoint enters; returns its number (0, 1, ...). See Transport.
+  std::uint64_t enter_barrier() noexcept { return barriers_.fetch_add(1); }
+
+  /// Gives up on a send: on return ZeroMQ no longer reads its bytes, so they may be freed. A
+  /// request still in ZeroMQ's hands (a stalled or slow peer) is dropped by closing the connection
+  /// to its peer and opening a new one, which drops every message still queued for that peer
+  /// (receivers detect the loss: collectives raise errc::timeout). Throws errc::timeout only if
+  /// ZeroMQ has not released the message within max(zmq_options::linger, 1 s) after the close.
+  void cancel(request& r) {
+    if (r.test()) return;
+    {
+      std::lock_guard lock(m_);
+      if (r.test()) return;
+      auto const up = static_cast<std::size_t>(r.peer_);
+      zmq_socket_monitor(dealers_[up].handle(), nullptr, 0);
+      monitors_[up].close();
+      dealers_[up].set(zmq::sockopt::linger, 0);
+      dealers_[up].close();
+      lost_since_[up] = {};
+      open_dealer(r.peer_);
+    }
+    // The I/O thread releases the message when it tears the old connection down.
+    if (!detail::poll_until([&] { return r.test(); },
+                            deadline::after(std::max(opt_.linger, std::chrono::milliseconds(1'000)))))
+      throw_error(errc::timeout, "zmq_transport: rank {}: a cancelled send to rank {} was not released by ZeroMQ",
+                  rank_, r.peer_);
+  }
+
+ private:
+  // The DEALER to peer p (routing id = this rank) and its monitor; connects at once (messages
+  // queue until the handshake is done).
+  void open_dealer(int p) {
+    auto const up = static_cast<std::size_t>(p);
+    auto& s = dealers_[up];
+    s = zmq::socket_t(ctx_, zmq::socket_type::dealer);
+    std::uint32_t const id = static_cast<std::uint32_t>(rank_);
+    s.set(zmq::sockopt::routing_id, zmq::const_buffer(&id, 4));
+    s.set(zmq::sockopt::sndhwm, 0);
+    // A DEALER here only sends: what comes back is ZMTP commands (handshake, heartbeats).
+    s.set(zmq::sockopt::rcvhwm, 1);
+    s.set(zmq::sockopt::maxmsgsize, detail::zmq_control_max_bytes);
+    s.set(zmq::sockopt::linger, static_cast<int>(opt_.linger.count()));
+    detail::set_heartbeats(s, opt_);
+    make_client(s, p);
+    std::string const mon =
+        fmt::format("inproc://sluice-monitor-{}-{}-{}", static_cast<void*>(this), p, monitor_generation_++);
+    require(
+        zmq_socket_monitor(s.handle(), mon.c_str(),
+                           ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) == 0,
+        errc::unsupported, "zmq_transport: zmq_socket_monitor failed");
+    auto& m = monitors_[up];
+    m = zmq::socket_t(ctx_, zmq::socket_type::pair);
+    m.connect(mon);
+    s.connect(endpoints_[up]);
+  }
+
+  using queue_key = std::pair<int, std::uint32_t>;
+
+  static void release_send(void*, void* hint) noexcept {
+    auto* done = static_cast<std::shared_ptr<std::atomic<bool>>*>(hint);
+    (*done)->store(true, std::memory_order_release);
+    delete done;
+  }
+
+  void make_server(zmq::socket_t& s) {
+    if (!opt_.curve) return;
+    s.set(zmq::sockopt::zap_domain, "sluice");
+    s.set(zmq::sockopt::curve_server, true);
+    s.set(zmq::sockopt::curve_secretkey, secret_key_);
+  }
+  void make_client(zmq::socket_t& s, int server_rank) {
+    if (!opt_.curve) return;
+    s.set(zmq::sockopt::curve_serverkey, keys_[static_cast<std::size_t>(server_rank)]);
+    s.set(zmq::sockopt::curve_publickey, public_key_);
+    s.set(zmq::sockopt::curve_secretkey, secret_key_);
+  }
+
+  [[nodiscard]] bool is_lost(int p) const {
+    return lost_since_[static_cast<std::size_t>(p)] != transport_clock::time_point{};
+  }
+  // Disconnected for longer than peer_lost_grace: ZeroMQ reconnects within it after a dropped
+  // connection (cancel(), a refused oversized frame), and messages sent meanwhile are queued.
+  [[nodiscard]] bool lost_for_good(int p) const {
+    return is_lost(p) && transport_clock::now() - lost_since_[static_cast<std::size_t>(p)] >= opt_.peer_lost_grace;
+  }
+
+  // Drains the router and the monitors; waits up to `wait` for the first event.
+  void poll_events(std::chrono::milliseconds wait) {
+    std::vector<zmq::pollitem_t>& items = items_;
+    items.clear();
+    items.push_back({router_.handle(), 0, ZMQ_POLLIN, 0});
+    for (auto& m : monitors_)
+      if (m) items.push_back({m.handle(), 0, ZMQ_POLLIN, 0});
+    zmq::poll(items.data(), items.size(), wait);
+    drain_router();
+    for (std::size_t p = 0; p < monitors_.size(); ++p)
+      if (monitors_[p]) drain_monitor(static_cast<int>(p));
+  }
+
+  // A message is [routing id][tag][payload]. ZeroMQ delivers the frames of one message together,
+  // so after the first frame the rest are read whatever they hold, and a message that fails a
+  // check is drained to the end by the `more` flag of the last frame actually read: no frame of it
+  // is ever taken for the start of the next message.
+  void drain_router() {
+    for (;;) {
+      zmq::message_t id, tag, payload;
+      if (!router_.recv(id, zmq::recv_flags::dontwait)) return;
+      bool more = id.more();
+      bool ok = more && id.size() == 4;
+      if (more) {
+        (void)router_.recv(tag);
+        more = tag.more();
+        ok = ok && more && tag.size() == 4;
+      }
+      if (more) {
+        (void)router_.recv(payload);
+        more = payload.more();
+        ok = ok && !more;
+      }
+      for (zmq::message_t rest; more;) {
+        (void)router_.recv(rest);
+        more = rest.more();
+      }
+      int const src = ok ? static_cast<int>(detail::load_u32(id.data())) : -1;
+      ok = ok && src >= 0 && src < size_ && src != rank_;
+      if (ok && opt_.curve) {
+        // The ZAP handler named the key's rank as User-Id: a peer cannot speak for another rank.
+        char const* user = payload.gets("User-Id");
+        ok = user && std::to_string(src) == user;
+      }
+      if (!ok) {
+        auto const k = dropped_.fetch_add(1) + 1;
+        if (k <= 10)
+          fmt::print(stderr, "sluice zmq_transport: rank {} dropped a malformed or unauthenticated message{}\n", rank_,
+                     k == 10 ? " (further ones are only counted: dropped_messages())" : "");
+        continue;
+      }
+      queues_[{src, detail::load_u32(tag.data())}].push_back(std::move(payload));
+    }
+  }
+
+  void drain_monitor(int p) {
+    auto& m = monitors_[static_cast<std::size_t>(p)];
+    for (;;) {
+      zmq::message_t ev, addr;
+      if (!m.recv(ev, zmq::recv_flags::dontwait)) return;
+      if (ev.more()) (void)m.recv(addr);
+      if (ev.size() < 6) continue;
+      std::uint16_t event = 0;
+      std::memcpy(&event, ev.data(), 2);
+      auto& since = lost_since_[static_cast<std::size_t>(p)];
+      if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+        since = {};
+      } else if (since == transport_clock::time_point{}) {
+        since = transport_clock::now();
+        if (event != ZMQ_EVENT_DISCONNECTED)
+          fmt::print(stderr, "sluice zmq_transport: rank {}: handshake with rank {} failed (event 0x{:x})\n", rank_, p,
+                     event);
+      }
+    }
+  }
+
+  // Rank 0 binds MASTER_ADDR:MASTER_PORT, collects every rank's data endpoint and sends the table back.
+  std::vector<std::string> rendezvous(deadline d) {
+    return detail::zmq_rendezvous(
+        ctx_, router_, opt_, rank_, size_, d, [this](zmq::socket_t& s) { make_server(s); },
+        [this](zmq::socket_t& s, int server_rank) { make_client(s, server_rank); });
+  }
+
+  zmq_options opt_;
+  int rank_ = 0, size_ = 1;
+  zmq::context_t ctx_{1};
+  std::string public_key_, secret_key_;
+  std::vector<std::string> keys_;
+  std::unique_ptr<detail::zap_handler> zap_;
+  zmq::socket_t router_;
+  std::vector<zmq::socket_t> dealers_;
+  std::vector<zmq::socket_t> monitors_;
+  std::vector<transport_clock::time_point> lost_since_;
+  std::vector<std::string> endpoints_;
+  std::map<queue_key, std::deque<zmq::message_t>> queues_;
+  std::vector<zmq::pollitem_t> items_;
+  std::uint64_t monitor_generation_ = 0;
+  std::atomic<std::uint64_t> dropped_{0};
+  std::atomic<std::uint64_t> barriers_{0};
+  std::mutex m_;
+};
+static_assert(Transport<zmq_transport>);
+
+}  // namespace sluice
