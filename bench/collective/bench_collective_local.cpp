@@ -53,21 +53,24 @@ void dense_out_on_local_world(benchmark::State& state, Call&& call) {
 }
 
 void BM_local_sparse_allgather_top_k(benchmark::State& state) {
-  dense_out_on_local_world<sparse_allgather_workspace<top_k>>(state, [](local_transport& t, auto in, auto out, auto& ws) {
-    sparse_allgather(t, top_k{.ratio = 0.01}, in, out, {}, ws);
-  });
+  dense_out_on_local_world<sparse_allgather_workspace<top_k>>(
+      state, [](local_transport& t, auto in, auto out, auto& ws) {
+        sparse_allgather(t, top_k{.ratio = 0.01}, in, out, {}, ws);
+      });
 }
 
 void BM_local_sparse_reduce_scatter_top_k(benchmark::State& state) {
-  dense_out_on_local_world<sparse_reduce_scatter_workspace<top_k>>(state, [](local_transport& t, auto in, auto out, auto& ws) {
-    sparse_reduce_scatter(t, top_k{.ratio = 0.01}, in, out, {}, ws);
-  });
+  dense_out_on_local_world<sparse_reduce_scatter_workspace<top_k>>(
+      state, [](local_transport& t, auto in, auto out, auto& ws) {
+        sparse_reduce_scatter(t, top_k{.ratio = 0.01}, in, out, {}, ws);
+      });
 }
 
 void BM_local_scatter_reduce_allgather_maxmin4(benchmark::State& state) {
-  dense_out_on_local_world<scatter_reduce_allgather_workspace<maxmin_quantize>>(state, [](local_transport& t, auto in, auto out, auto& ws) {
-    scatter_reduce_allgather(t, maxmin_quantize{.bits = 4}, in, out, {}, ws);
-  });
+  dense_out_on_local_world<scatter_reduce_allgather_workspace<maxmin_quantize>>(
+      state, [](local_transport& t, auto in, auto out, auto& ws) {
+        scatter_reduce_allgather(t, maxmin_quantize{.bits = 4}, in, out, {}, ws);
+      });
 }
 
 }  // namespace
