@@ -183,7 +183,7 @@ for i, panel in enumerate(panels):
         title = LABELS[c] + (" (projected)" if proj else "")
         plots.append(f'"{tsv}" using 1:2 with linespoints lw 2 pt 7 ps 0.5 dt {2 if proj else 1} '
                      f'lc rgb "{COLORS[c]}" title "{title}"')
-    plots.append(f'{target} with lines lc rgb "gray" dt 3 notitle')
+    plots.append(f'{target} with lines lw 1.5 lc rgb "black" dt 3 title "target {target}"')
     gp.append(f'set title "{panel}: 4 workers, time to {target} test accuracy"'
               if panel != "no link" else f'set title "no link (4 threads, local transport): the compute floor"')
     gp.append("plot " + ", \\\n     ".join(plots))
