@@ -86,6 +86,8 @@ for rate in rates:
                        "step_seconds": run["train_seconds"] / run["steps"],
                        "sent_bytes": run["sent_bytes"] if hit else None}
             curves[(rate, c)] = ([(p["seconds"], p["accuracy"]) for p in run["curve"]], False)
+            if proj is not None and nl is not None and nl["steps_to_target"]:
+                rows[c]["projected_time_to_target"] = proj["train_seconds"] / proj["steps"] * nl["steps_to_target"]
         elif proj is not None and nl is not None and nl["steps_to_target"]:
             st = proj["train_seconds"] / proj["steps"]
             n = nl["steps_to_target"]
@@ -119,7 +121,10 @@ for rate in rates:
     cells = []
     for c in configs:
         r = rows.get(c)
-        cells.append("—" if r is None else fmt_s(r["time_to_target"]) + (" (projected)" if r["projected"] else ""))
+        cell = "—" if r is None else fmt_s(r["time_to_target"]) + (" (projected)" if r["projected"] else "")
+        if r is not None and "projected_time_to_target" in r:
+            cell += f" (projected {fmt_s(r['projected_time_to_target'])})"
+        cells.append(cell)
     b = rows.get("block_top_k", {})
     md.append(f"| {rate} | " + " | ".join(cells) + f" | **{fmt_x(b.get('speedup_vs_mpi_dense'))}** | "
               f"{fmt_x(b.get('bound_vs_mpi_dense'))} |")
