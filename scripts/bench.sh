@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/bench.sh AREA [google-benchmark args...]
 # Builds Release and runs bench_AREA (AREA: core, compress, feedback, optim, collective, solver,
-# e2e, cuda, ...), writing JSON to build/bench/AREA.json and a markdown table to build/bench/AREA.md.
+# cuda, ...), writing JSON to build/bench/AREA.json and a markdown table to build/bench/AREA.md.
+# AREA e2e is scripts/bench-e2e.sh (Fashion-MNIST time to accuracy over shaped links; root).
 # AREA cuda needs nvcc and a GPU and skips (exit 0) without them.
 # AREA shaped-switch runs scripts/shaped_switch.sh (the controller on tbf-shaped links; root).
 # Installs benchmark-only peers (libtorch-dev for torch baselines) when missing.
@@ -15,6 +16,7 @@ fi
 area=$1
 shift
 if [[ $area == shaped-switch ]]; then exec "$SLUICE_ROOT/scripts/shaped_switch.sh" "$@"; fi
+if [[ $area == e2e ]]; then exec "$SLUICE_ROOT/scripts/bench-e2e.sh" "$@"; fi
 if [[ $area == cuda ]] && ! { { command -v nvcc || [ -x /usr/local/cuda/bin/nvcc ]; } && nvidia-smi -L; } >/dev/null 2>&1; then
   echo "bench.sh cuda: SKIPPED: needs nvcc and a visible GPU (scripts/gpu-check.sh runs it on a GPU host)"
   exit 0
