@@ -2,6 +2,22 @@
 # config, so a consumer's find_package(sluice) resolves exactly what the build resolved.
 include_guard(GLOBAL)
 
+# sluice_find_engine(<ENGINE> <package> <found-variable> [find_package arguments...]): sets
+# SLUICE_HAVE_<ENGINE>. SLUICE_ENABLE_<ENGINE> unset: found if present; ON: required; OFF: skipped.
+macro(sluice_find_engine engine package found)
+  set(SLUICE_HAVE_${engine} OFF)
+  if(NOT DEFINED SLUICE_ENABLE_${engine} OR SLUICE_ENABLE_${engine})
+    if(SLUICE_ENABLE_${engine})
+      find_package(${package} REQUIRED ${ARGN})
+    else()
+      find_package(${package} QUIET ${ARGN})
+    endif()
+    if(${found})
+      set(SLUICE_HAVE_${engine} ON)
+    endif()
+  endif()
+endmacro()
+
 macro(sluice_find_dependencies)
   include(CMakeFindDependencyMacro)
   find_package(Threads REQUIRED)
@@ -29,55 +45,12 @@ macro(sluice_find_dependencies)
     endif()
   endif()
 
-  # Optional engines: "if found" unless forced ON (then required) or OFF.
-  set(SLUICE_HAVE_MPI OFF)
-  if(NOT DEFINED SLUICE_ENABLE_MPI OR SLUICE_ENABLE_MPI)
-    if(SLUICE_ENABLE_MPI)
-      find_package(MPI REQUIRED COMPONENTS CXX)
-    else()
-      find_package(MPI QUIET COMPONENTS CXX)
-    endif()
-    if(MPI_CXX_FOUND)
-      set(SLUICE_HAVE_MPI ON)
-    endif()
-  endif()
-
-  set(SLUICE_HAVE_ZMQ OFF)
-  if(NOT DEFINED SLUICE_ENABLE_ZMQ OR SLUICE_ENABLE_ZMQ)
-    if(SLUICE_ENABLE_ZMQ)
-      find_package(cppzmq REQUIRED)
-    else()
-      find_package(cppzmq QUIET)
-    endif()
-    if(cppzmq_FOUND)
-      set(SLUICE_HAVE_ZMQ ON)
-    endif()
-  endif()
-
-  set(SLUICE_HAVE_CUDA OFF)
-  if(NOT DEFINED SLUICE_ENABLE_CUDA OR SLUICE_ENABLE_CUDA)
-    if(SLUICE_ENABLE_CUDA)
-      find_package(CUDAToolkit REQUIRED)
-    else()
-      find_package(CUDAToolkit QUIET)
-    endif()
-    if(CUDAToolkit_FOUND)
-      set(SLUICE_HAVE_CUDA ON)
-    endif()
-  endif()
-
-  # libtorch (Debian: libtorch-dev) for sluice::torch, the adapter of include/sluice/torch/.
-  set(SLUICE_HAVE_TORCH OFF)
-  if(NOT DEFINED SLUICE_ENABLE_TORCH OR SLUICE_ENABLE_TORCH)
-    if(SLUICE_ENABLE_TORCH)
-      find_package(Torch REQUIRED)
-    else()
-      find_package(Torch QUIET)
-    endif()
-    if(Torch_FOUND)
-      set(SLUICE_HAVE_TORCH ON)
-    endif()
-  endif()
+  # Optional engines: "if found" unless forced ON (then required) or OFF. libtorch (Debian:
+  # libtorch-dev) is the engine of sluice::torch, the adapter of include/sluice/torch/.
+  sluice_find_engine(MPI MPI MPI_CXX_FOUND COMPONENTS CXX)
+  sluice_find_engine(ZMQ cppzmq cppzmq_FOUND)
+  sluice_find_engine(CUDA CUDAToolkit CUDAToolkit_FOUND)
+  sluice_find_engine(TORCH Torch Torch_FOUND)
 
   # NCCL: the CUDA Toolkit's own copy or a system package (libnccl-dev); SLUICE_ENABLE_NCCL=OFF skips
   # it, =ON makes it required.
