@@ -16,17 +16,5 @@ TEST_CASE("mpi: a bandwidth drop switches every rank's codec at the same step") 
   std::string why;
   CHECK_MESSAGE(test::controller_checks(r, why), why);
   std::string const mine = test::controller_digest(r);
-  auto const tag = message_tag{200};
-  if (t.rank() == 0) {
-    std::vector<std::byte> buf;
-    for (int peer = 1; peer < t.size(); ++peer) {
-      auto const bytes = t.recv(peer, tag, buf, deadline::after(std::chrono::seconds(60)));
-      std::string const theirs(reinterpret_cast<char const*>(bytes.data()), bytes.size());
-      CAPTURE(peer);
-      CHECK(theirs == mine);
-    }
-  } else {
-    auto req = t.send(0, tag, std::as_bytes(std::span(mine)));
-    req.wait(deadline::after(std::chrono::seconds(60)));
-  }
+  test::check_same_on_every_rank(t, mine);
 }
