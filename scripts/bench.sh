@@ -22,7 +22,8 @@ if [[ $area == cuda ]] && ! { { command -v nvcc || [ -x /usr/local/cuda/bin/nvcc
   exit 0
 fi
 sluice_install build core engines test bench torch
-cmake --preset release -DSLUICE_BUILD_BENCH=ON >/dev/null
+# The default CUDA architectures (sm_80 + sm_90), whatever scripts/test.sh left in the cache.
+cmake --preset release -DSLUICE_BUILD_BENCH=ON -UCMAKE_CUDA_ARCHITECTURES >/dev/null
 cmake --build --preset release -j "$(sluice_jobs)" --target "bench_$area"
 mkdir -p build/bench
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}

@@ -31,7 +31,12 @@ build=${BUILD_DIR:-build/release}
 out=${OUT_DIR:-build/bench/shaped_switch}
 png=${PLOT:-docs/solver_shaped_switch.png}
 command -v gnuplot >/dev/null || sluice_install plot
-[[ -f $build/CMakeCache.txt ]] || { sluice_install build core engines bench; cmake --preset release -DSLUICE_BUILD_BENCH=ON >/dev/null; }
+if [[ -f $build/CMakeCache.txt ]]; then
+  cmake -B "$build" -DSLUICE_BUILD_BENCH=ON >/dev/null # scripts/test.sh configures without benchmarks
+else
+  sluice_install build core engines bench
+  cmake --preset release -DSLUICE_BUILD_BENCH=ON >/dev/null
+fi
 cmake --build "$build" --target shaped_switch -j "$(sluice_jobs)"
 mkdir -p "$out"
 marker=$(mktemp -d)
