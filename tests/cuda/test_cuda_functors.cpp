@@ -237,6 +237,64 @@ TEST_CASE("top-k by threshold (key, tie index) and scatter-add equal top_k::enco
   }
 }
 
+TEST_CASE("random_k's draws split per thread give random_k's indices and frame") {
+  // Dense draws (a bitmap on the CPU) and sparse ones (a hash table): the same set either way.
+  for (double ratio : {0.0005, 0.01, 0.3, 0.9, 1.0})
+    for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{1000}, std::size_t{100003}})
+      for (bool rescale : {false, true})
+        for (std::uint64_t seed : {0ull, 0x9e3779b97f4a7c15ull}) {
+          CAPTURE(ratio);
+          CAPTURE(n);
+          CAPTURE(rescale);
+          random_k const c{.ratio = ratio, .rescale = rescale};
+          encode_context const ctx{.seed = seed, .rank = 3, .step = 11 + n % 5, .tensor = 2 + seed % 7};
+          auto const x = normal(n, static_cast<std::uint32_t>(n + seed));
+          std::vector<std::byte> ref(c.max_encoded_bytes(n));
+          codec_workspace<random_k, float> ws;
+          ref.resize(c.encode(std::span<float const>(x), ctx, ws, ref));
+          std::size_t const k = c.keep(n);
+          std::vector<std::uint32_t> idx(k);
+          std::vector<float> val(k), xin = x;
+          cuda::host::random_k_select({}, xin, k, ctx.key().shared(), cuda::random_k_element::of(n, k, rescale), idx,
+                                      val);
+          CHECK(std::equal(idx.begin(), idx.end(), ws.indices.begin()));
+          std::vector<std::byte> got(c.max_encoded_bytes(n));
+          got.resize(cuda::write_random_k_frame(c, ctx, n, val, got));
+          REQUIRE(got.size() == ref.size());
+          CHECK(std::memcmp(got.data(), ref.data(), ref.size()) == 0);
+          check_same_bits(xin, x, "input untouched");
+        }
+}
+
+TEST_CASE("random_k with fused feedback equals compensate, encode, decode, subtract") {
+  for (bool rescale : {false, true})
+    for (std::uint64_t step : {1ull, 2ull, 77ull}) {
+      std::size_t const n = 50021;
+      random_k const c{.ratio = 0.02, .rescale = rescale};
+      encode_context const ctx{.seed = 8, .rank = 1, .step = step, .tensor = 5};
+      auto g = normal(n, static_cast<std::uint32_t>(step));
+      g[10] = std::numeric_limits<float>::quiet_NaN();
+      g[n - 1] = std::numeric_limits<float>::infinity();
+      auto const e0 = normal(n, 91, 0.1f);
+      std::vector<float> cv(n), d(n), e_ref(n);
+      for (std::size_t i = 0; i < n; ++i) cv[i] = g[i] + e0[i];
+      std::vector<std::byte> ref(c.max_encoded_bytes(n));
+      codec_workspace<random_k, float> ws;
+      ref.resize(c.encode(std::span<float const>(cv), ctx, ws, ref));
+      c.decode(std::span<std::byte const>(ref), ctx, ws, std::span<float>(d));
+      for (std::size_t i = 0; i < n; ++i) e_ref[i] = cv[i] - d[i];
+      std::size_t const k = c.keep(n);
+      std::vector<std::uint32_t> idx(k);
+      std::vector<float> val(k), e = e0;
+      cuda::host::random_k_select(g, e, k, ctx.key().shared(), cuda::random_k_element::of(n, k, rescale), idx, val);
+      std::vector<std::byte> got(c.max_encoded_bytes(n));
+      got.resize(cuda::write_random_k_frame(c, ctx, n, val, got));
+      REQUIRE(got.size() == ref.size());
+      CHECK(std::memcmp(got.data(), ref.data(), ref.size()) == 0);
+      check_same_bits(e, e_ref, "residual");
+    }
+}
+
 TEST_CASE("adam, adamw and sgd element functors give the CPU optimizers' bits") {
   std::size_t const n = 1003;
   auto const p0 = normal(n, 1);

@@ -5,13 +5,17 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <utility>
+#include <vector>
 
 #include <sluice/compress/block_top_k.hpp>
 #include <sluice/compress/maxmin_quantize.hpp>
+#include <sluice/compress/random_k.hpp>
 #include <sluice/compress/top_k.hpp>
 #include <sluice/core/parallel.hpp>
 #include <sluice/cuda/functors.hpp>
@@ -94,6 +98,21 @@ inline std::size_t write_block_top_k_frame(block_top_k const& c, encode_context 
   return w.finish();
 }
 
+/// The random_k frame of values gathered elsewhere (the device): c.keep(n) values, in the order
+/// of the drawn indices (increasing) and already scaled (random_k_element::sent). Equals
+/// c.encode() of the input when the indices were drawn with ctx.key().shared().
+inline std::size_t write_random_k_frame(random_k const& c, encode_context const& ctx, std::size_t n,
+                                        std::span<float const> values, std::span<std::byte> out) {
+  c.validate();
+  compress_detail::check_index_range(n, "cuda::write_random_k_frame");
+  require(values.size() == c.keep(n), errc::size_mismatch, "cuda::write_random_k_frame: {} values for k = {} of n = {}",
+          values.size(), c.keep(n), n);
+  compress_detail::check_out(out.size(), c.max_encoded_bytes<float>(n), "cuda::write_random_k_frame");
+  wire::writer w(out, compress_detail::make_header<float>(wire::codec_id::random_k, ctx, n));
+  w.write(std::as_bytes(values));
+  return w.finish();
+}
+
 namespace host {
 
 /// Bucket b of error feedback around max-min quantization, as the device kernel computes it:
@@ -148,6 +167,44 @@ inline void feedback_maxmin(std::span<float const> g, float* e, maxmin_quantize 
     for (std::size_t b = gb * 8; b < std::min(l.buckets, ge * 8); ++b)
       feedback_maxmin_bucket(g.data(), e, g.size(), b, c, rs, payload.data(), levels);
   });
+}
+
+/// random_k's selection as the device computes it (random_k_draw's decomposition, then a bitmap
+/// of the drawn set read in order), with error feedback fused when `g` is not empty: x holds e on
+/// entry, c = g + e is sampled, and x holds the residual on exit (c where not sent, c - sent where
+/// sent). Without g, x is the input and is left as it is. `indices` and `values` receive k entries.
+inline void random_k_select(std::span<float const> g, std::span<float> x, std::size_t k, stream_key const& key,
+                            random_k_element f, std::span<std::uint32_t> indices, std::span<float> values) {
+  std::size_t const n = x.size();
+  require(k <= n && indices.size() >= k && values.size() >= k && (g.empty() || g.size() == n), errc::size_mismatch,
+          "cuda::host::random_k_select: k = {} of n = {}, {} indices, {} values, {} gradients", k, n, indices.size(),
+          values.size(), g.size());
+  compress_detail::check_index_range(n, "cuda::host::random_k_select");
+  if (!g.empty())
+    for (std::size_t i = 0; i < n; ++i) x[i] = feedback_maxmin_element::compensate(g[i], x[i]);
+  random_k_draw const d{philox_stream(key), n, k};
+  std::vector<std::uint32_t> targets(k);
+  std::vector<std::pair<std::uint32_t, std::size_t>> by_value(k);
+  for (std::size_t j = 0; j < k; ++j) by_value[j] = {targets[j] = d.target(j), j};
+  std::sort(by_value.begin(), by_value.end());
+  std::vector<std::uint8_t> repeat(k, 0);
+  for (std::size_t r = 1; r < k; ++r)
+    if (by_value[r].first == by_value[r - 1].first) repeat[by_value[r].second] = 1;
+  std::vector<std::uint32_t> bitmap((n + 31) / 32, 0);
+  auto set = [&](std::uint64_t i) { bitmap[i / 32] |= 1u << (i % 32); };
+  for (std::size_t j = 0; j < k; ++j) {
+    set(targets[j]);
+    if (d.own_inserted(targets.data(), repeat.data(), j)) set(d.own(j));
+  }
+  std::size_t o = 0;
+  for (std::size_t w = 0; w < bitmap.size(); ++w)
+    for (std::uint32_t b = bitmap[w]; b != 0 && o < k; b &= b - 1)
+      indices[o++] = static_cast<std::uint32_t>(32 * w + static_cast<std::size_t>(std::countr_zero(b)));
+  for (std::size_t j = 0; j < k; ++j) {
+    float const c = x[indices[j]];
+    values[j] = f.sent(c);
+    if (!g.empty()) x[indices[j]] = random_k_element::residual(c, values[j]);
+  }
 }
 
 }  // namespace host

@@ -237,6 +237,54 @@ SLUICE_HD inline float block_top_k_score(float const* x, std::size_t len, bool l
   return detail::add(detail::add(lane[0], lane[1]), detail::add(lane[2], lane[3]));
 }
 
+/// random_k's draws (Floyd's algorithm, compress_detail::draw_indices) split for parallel threads.
+/// Draw j of k (j in [0, k)) belongs to Floyd's step s_j = n - k + j and picks the target
+/// t_j = below(j, s_j + 1) of the shared stream; the step inserts t_j, or s_j when t_j is already
+/// drawn. A value is drawn before step j exactly when it is an earlier target or the own index of
+/// an earlier step that inserted its own, so step j inserts its own index iff t_j repeats an
+/// earlier target (`repeat`) or t_j = s_i for an earlier step i that inserted its own: a chain that
+/// only goes to smaller steps (own_inserted). The drawn set is every target and the own index of
+/// every step that inserted its own: the CPU's set, in no particular order.
+struct random_k_draw {
+  philox_stream rs{};
+  std::uint64_t n = 0, k = 0;
+
+  /// The target of draw j (the CPU's stream.below(j, s_j + 1), with its 32-bit bound).
+  [[nodiscard]] SLUICE_HD std::uint32_t target(std::uint64_t j) const noexcept {
+    auto const bound = static_cast<std::uint32_t>(n - k + j + 1);
+    return static_cast<std::uint32_t>((static_cast<std::uint64_t>(rs.word(j)) * bound) >> 32);
+  }
+  /// Floyd's step index of draw j.
+  [[nodiscard]] SLUICE_HD std::uint64_t own(std::uint64_t j) const noexcept { return n - k + j; }
+  /// Whether draw j inserts its own index: `targets` are the k targets, repeat[i] is nonzero when
+  /// target i equals the target of an earlier draw.
+  [[nodiscard]] SLUICE_HD bool own_inserted(std::uint32_t const* targets, std::uint8_t const* repeat,
+                                            std::uint64_t j) const noexcept {
+    std::uint64_t const base = n - k;
+    for (;;) {
+      if (repeat[j] != 0) return true;
+      std::uint64_t const t = targets[j];
+      if (t < base || t >= base + j) return false;  // not the own index of an earlier step
+      j = t - base;
+    }
+  }
+};
+
+/// One sent entry of random_k with error feedback fused: c = g + e is sent as c (times n / k with
+/// rescale, as the CPU encoder rounds it) and the residual is c - sent (c elsewhere).
+struct random_k_element {
+  float scale = 1.0f;  ///< n / k rounded to float with rescale, else 1
+
+  /// The CPU encoder's scale for n elements and k kept.
+  static random_k_element of(std::size_t n, std::size_t k, bool rescale) noexcept {
+    return {rescale && k > 0 ? static_cast<float>(static_cast<double>(n) / static_cast<double>(k)) : 1.0f};
+  }
+  /// The value written to the frame for c.
+  [[nodiscard]] SLUICE_HD float sent(float c) const noexcept { return scale == 1.0f ? c : detail::mul(c, scale); }
+  /// The residual kept where c was sent as v.
+  SLUICE_HD static float residual(float c, float v) noexcept { return detail::sub(c, v); }
+};
+
 /// float to bf16 bits with round-to-nearest-even (a NaN becomes the quiet NaN of its sign): the
 /// bf16 parameter shadow the CPU optimizers write (Eigen::bfloat16(x)).
 SLUICE_HD inline std::uint16_t bf16_nearest(float x) noexcept {
