@@ -108,6 +108,7 @@ copy = b.get("BM_d2d_copy", {}).get("bytes_per_second", 0) / 1e9
 check("feedback + 4-bit quantize, bw_frac", b.get("BM_feedback_maxmin4", {}).get("bw_frac", 0), 0.7)
 check("top_k 2^26 at 1%, speed-up vs full CUB sort", t("BM_baseline_cub_sort_top_k") / t("BM_top_k"), 10, "{:.1f}x")
 check("top_k 2^26 at 1%, floor_frac (one read)", b.get("BM_top_k", {}).get("floor_frac", 0), 0.3)
+check("feedback + random-k at 1%, bw_frac", b.get("BM_random_k_feedback", {}).get("bw_frac", 0), 0.6)
 check("dense adam, bw_frac", b.get("BM_adam", {}).get("bw_frac", 0), 0.85)
 lines = [f"GPU: {dev}; device-to-device copy {copy:.0f} GB/s (read + write)", "",
          "| figure | value | target | |", "|---|---|---|---|", *rows, "",

@@ -7,6 +7,8 @@
 //   BM_top_k                     exact top-k at 1% (radix select); floor_frac = the time one read of
 //                                the input takes at copy bandwidth / its time
 //   BM_baseline_cub_sort_top_k   the same top-k by a full cub::DeviceRadixSort of (key, index)
+//   BM_random_k_feedback         fused c = g + e, random-k at 1% (shared-randomness draws, gather),
+//                                e = c - sent; bw_frac = its 12 B/element + 8 B/kept entry / the copy's
 //   BM_adam                      dense fp32 Adam step; bw_frac = its 28 B/element / the copy's
 // Without a CUDA device the binary prints why and exits 0 (nothing to measure).
 #include <benchmark/benchmark.h>
@@ -168,6 +170,25 @@ void BM_baseline_cub_sort_top_k(benchmark::State& state) {
   report_floor(state, t, n);
 }
 BENCHMARK(BM_baseline_cub_sort_top_k)->Arg(big)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+void BM_random_k_feedback(benchmark::State& state) {
+  std::size_t const n = static_cast<std::size_t>(state.range(0)), k = (n + 99) / 100;
+  auto g = random_device(n, 10), e = random_device(n, 11, 0.01f);
+  sc::device_buffer<std::uint32_t> idx(k);
+  sc::device_buffer<float> val(k);
+  sc::random_k_workspace ws(n, k);
+  auto const f = sc::random_k_element::of(n, k, false);
+  sc::stream s;
+  std::uint32_t step = 0;
+  double const t = timed(state, s.get(), [&] {
+    sluice::stream_key const key{1, sluice::stream_key::shared_rank, ++step, 0};
+    sc::check(sc::random_k_select(g.span(), e.span(), k, key, f, ws, idx.span(), val.span(), s.get()),
+              "random_k_select");
+  });
+  // Reads g and e, writes e; writes the k indices and values.
+  report_bandwidth(state, t, 12.0 * static_cast<double>(n) + 8.0 * static_cast<double>(k));
+}
+BENCHMARK(BM_random_k_feedback)->Arg(big)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 void BM_adam(benchmark::State& state) {
   std::size_t const n = static_cast<std::size_t>(state.range(0));

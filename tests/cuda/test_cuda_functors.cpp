@@ -335,6 +335,92 @@ TEST_CASE("adam, adamw and sgd element functors give the CPU optimizers' bits") 
   run(sgd{.lr = 0.05, .momentum = 0.9, .nesterov = true}, sgd_of);
 }
 
+// One optimizer step as the device kernels run it: the element functor at every element a
+// gradient value targets, moments widened from and rounded to bf16 when the state is bf16.
+template <class O>
+struct device_like_optimizer {
+  O o;
+  std::size_t n;
+  bool bf16;
+  std::vector<float> p, m[2];
+  std::vector<std::uint16_t> mb[2], shadow;
+  std::uint64_t t = 0;
+
+  device_like_optimizer(O const& policy, std::vector<float> const& p0)
+      : o(policy), n(p0.size()), bf16(policy.state_type == element_type::bf16), p(p0), shadow(p0.size()) {
+    for (int j = 0; j < 2; ++j) m[j].assign(n, 0.0f), mb[j].assign(n, 0);
+  }
+  void step(cuda::sparse_target const& at, std::vector<float> const& values) {
+    ++t;
+    auto const r = cuda::bf16_moment_rounding::of(o.seed, t, 0);
+    for (std::size_t v = 0; v < values.size(); ++v) {
+      std::size_t const i = at.at(v);
+      if (i == n) continue;
+      float mm[2] = {bf16 ? cuda::bf16_value(mb[0][i]) : m[0][i], bf16 ? cuda::bf16_value(mb[1][i]) : m[1][i]};
+      if constexpr (std::is_same_v<O, sgd>)
+        cuda::sgd_element::from(o.kernel(t))(p[i], values[v], mm[0]);
+      else
+        cuda::adam_element::from(o.kernel(t))(p[i], values[v], mm[0], mm[1]);
+      for (unsigned j = 0; j < 2; ++j) {
+        if (bf16)
+          mb[j][i] = r(mm[j], i, j);
+        else
+          m[j][i] = mm[j];
+      }
+      shadow[i] = cuda::bf16_nearest(p[i]);
+    }
+  }
+  void check_against(optimizer_state<O> const& s, std::vector<float> const& ref_p,
+                     std::vector<Eigen::bfloat16> const& ref_shadow) const {
+    check_same_bits(p, ref_p, "params");
+    CHECK(std::memcmp(shadow.data(), ref_shadow.data(), 2 * n) == 0);
+    for (std::size_t j = 0; j < s.layout().moments; ++j) {
+      std::vector<float> got(n), ref(n);
+      for (std::size_t i = 0; i < n; ++i) got[i] = bf16 ? cuda::bf16_value(mb[j][i]) : m[j][i], ref[i] = s.moment(j, i);
+      check_same_bits(got, ref, j == 0 ? "moment 0" : "moment 1");
+    }
+  }
+};
+
+TEST_CASE_TEMPLATE("sparse and bf16-moment steps through the element functors give the CPU optimizer's bits", O, adam,
+                   adamw, sgd) {
+  std::size_t const n = 5003;
+  auto const p0 = normal(n, 2);
+  std::vector<O> policies;
+  for (auto st : {element_type::f32, element_type::bf16}) {
+    O o{};
+    o.lr = 0.01, o.weight_decay = 0.01, o.state_type = st, o.seed = 99;
+    if constexpr (std::is_same_v<O, sgd>) o.momentum = 0.9, o.dampening = 0.1;
+    policies.push_back(o);
+  }
+  for (auto const& o : policies)
+    for (std::size_t block : {std::size_t{1}, std::size_t{16}, std::size_t{7}}) {
+      CAPTURE(block);
+      CAPTURE(static_cast<int>(o.state_type));
+      optimizer_state<O> s(o, n);
+      std::vector<float> p = p0;
+      std::vector<Eigen::bfloat16> shadow(n);
+      device_like_optimizer<O> dev(o, p0);
+      std::size_t const nb = (n + block - 1) / block;
+      for (std::uint32_t step = 1; step <= 5; ++step) {
+        if (step == 3) {  // a dense step between the sparse ones
+          auto const g = normal(n, 40 + step);
+          o.step(s, std::span<float>(p), std::span<float const>(g), std::span<Eigen::bfloat16>(shadow));
+          dev.step(cuda::sparse_target{nullptr, 1, n}, g);
+          continue;
+        }
+        std::vector<std::uint32_t> idx;
+        for (std::uint32_t b = step % 3; b < nb; b += 2 + step) idx.push_back(b);
+        if (idx.back() != nb - 1) idx.push_back(static_cast<std::uint32_t>(nb - 1));  // the cut last block
+        auto const vals = normal(idx.size() * block, 60 + step);
+        sparse_view<float const> const g{idx, vals, n, block};
+        o.step(s, std::span<float>(p), g, std::span<Eigen::bfloat16>(shadow));
+        dev.step(cuda::sparse_target{idx.data(), block, n}, vals);
+      }
+      dev.check_against(s, p, shadow);
+    }
+}
+
 TEST_CASE("bf16_nearest rounds as Eigen::bfloat16") {
   auto x = normal(4096, 21, 100.0f);
   x.push_back(std::numeric_limits<float>::quiet_NaN());

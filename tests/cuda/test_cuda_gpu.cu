@@ -1,7 +1,7 @@
 // The device kernels against the CPU codecs and optimizers: byte-identical frames (max-min
-// quantization with fused feedback, top-k with fused feedback), bit-identical residuals, decodes
-// and optimizer states. Without a CUDA device the binary prints why and exits 77, which ctest
-// reports as skipped (SKIP_RETURN_CODE).
+// quantization, top-k and random-k, each with fused feedback), bit-identical residuals, decodes
+// and optimizer states (dense, lazy sparse, fp32 or bf16 moments). Without a CUDA device the
+// binary prints why and exits 77, which ctest reports as skipped (SKIP_RETURN_CODE).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -152,6 +152,50 @@ TEST_CASE("device top-k selects the CPU top_k's entries, with and without feedba
       }
 }
 
+TEST_CASE("device random-k draws random_k's indices and writes its frame, with and without feedback") {
+  for (double ratio : {0.001, 0.01, 0.5, 1.0})
+    for (bool rescale : {false, true})
+      for (bool fb : {false, true}) {
+        CAPTURE(ratio);
+        CAPTURE(rescale);
+        CAPTURE(fb);
+        std::size_t const n = (1u << 20) + 13;
+        auto g = normal(n, 3), e0 = normal(n, 4, 0.5f);
+        g[5] = std::numeric_limits<float>::quiet_NaN();
+        sluice::random_k const c{.ratio = ratio, .rescale = rescale};
+        std::size_t const k = c.keep(n);
+        encode_context const ctx{.seed = 17, .rank = 2, .step = 6, .tensor = 3};
+        std::vector<float> cv(n), d(n);
+        for (std::size_t i = 0; i < n; ++i) cv[i] = fb ? g[i] + e0[i] : g[i];
+        std::vector<std::byte> cpu(c.max_encoded_bytes(n));
+        codec_workspace<sluice::random_k, float> ws;
+        cpu.resize(c.encode(std::span<float const>(cv), ctx, ws, cpu));
+
+        auto dg = upload(g), dx = upload(fb ? e0 : g);
+        sc::device_buffer<std::uint32_t> idx(k);
+        sc::device_buffer<float> val(k);
+        sc::random_k_workspace rw(n, k);
+        sc::check(sc::random_k_select(fb ? dg.span() : std::span<float>(), dx.span(), k, ctx.key().shared(),
+                                      sc::random_k_element::of(n, k, rescale), rw, idx.span(), val.span(), nullptr),
+                  "random_k_select");
+        sc::check(cudaDeviceSynchronize(), "sync");
+        auto const hi = download(idx.data(), k);
+        CHECK(std::equal(hi.begin(), hi.end(), ws.indices.begin()));
+        auto const hv = download(val.data(), k);
+        std::vector<std::byte> frame(c.max_encoded_bytes(n));
+        frame.resize(sc::write_random_k_frame(c, ctx, n, hv, frame));
+        REQUIRE(frame.size() == cpu.size());
+        CHECK(std::memcmp(frame.data(), cpu.data(), cpu.size()) == 0);
+        if (fb) {
+          c.decode(std::span<std::byte const>(cpu), ctx, ws, std::span<float>(d));
+          for (std::size_t i = 0; i < n; ++i) cv[i] = cv[i] - d[i];
+          same_bits(download(dx.data(), n), cv, "random-k residual");
+        } else {
+          same_bits(download(dx.data(), n), g, "input untouched");
+        }
+      }
+}
+
 TEST_CASE("device block top-k selects block_top_k's blocks") {
   for (auto score : {sluice::block_score::l1, sluice::block_score::l2})
     for (std::size_t block : {std::size_t{16}, std::size_t{7}}) {
@@ -222,6 +266,88 @@ TEST_CASE("device adam, adamw and sgd steps give the CPU optimizers' bits, bf16 
   run(adam{.lr = 1e-2, .weight_decay = 0.01});
   run(adamw{.lr = 1e-2, .weight_decay = 0.05});
   run(sgd{.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01});
+}
+
+TEST_CASE("device sparse and bf16-moment steps give the CPU optimizers' bits") {
+  std::size_t const n = 100003;
+  auto const p0 = normal(n, 14);
+  auto run = [&](auto o, std::size_t block) {
+    using O = decltype(o);
+    CAPTURE(block);
+    CAPTURE(static_cast<int>(o.state_type));
+    bool const bf16 = o.state_type == sluice::element_type::bf16;
+    optimizer_state<O> s(o, n, 6);
+    std::vector<float> p = p0;
+    std::vector<Eigen::bfloat16> shadow(n);
+    auto dp = upload(p0);
+    sc::device_buffer<float> m(n), v(n);
+    sc::device_buffer<std::uint16_t> m16(n), v16(n), sh(n);
+    for (void* q : {static_cast<void*>(m.data()), static_cast<void*>(v.data())})
+      sc::check(cudaMemset(q, 0, 4 * n), "memset");
+    for (void* q : {static_cast<void*>(m16.data()), static_cast<void*>(v16.data()), static_cast<void*>(sh.data())})
+      sc::check(cudaMemset(q, 0, 2 * n), "memset");
+    std::size_t const nb = (n + block - 1) / block;
+    for (std::uint32_t t = 1; t <= 4; ++t) {
+      sc::device_moments mom;
+      if (bf16)
+        mom.m16 = m16.span(), mom.v16 = v16.span(), mom.rounding = sc::bf16_moment_rounding::of(o.seed, t, 6);
+      else
+        mom.m = m.span(), mom.v = v.span();
+      if constexpr (std::is_same_v<O, sgd>) mom.v = {}, mom.v16 = {};
+      if (t == 2) {  // a dense step between the sparse ones
+        auto const g = normal(n, 80 + t);
+        o.step(s, std::span<float>(p), std::span<float const>(g), std::span<Eigen::bfloat16>(shadow));
+        auto dg = upload(g);
+        if constexpr (std::is_same_v<O, sgd>)
+          sc::check(sc::sgd_step(dp.span(), dg.span(), mom, sc::sgd_element::from(o.kernel(t)), sh.span(), nullptr),
+                    "sgd_step");
+        else
+          sc::check(sc::adam_step(dp.span(), dg.span(), mom, sc::adam_element::from(o.kernel(t)), sh.span(), nullptr),
+                    "adam_step");
+        sc::check(cudaDeviceSynchronize(), "sync");
+        continue;
+      }
+      std::vector<std::uint32_t> idx;
+      for (std::uint32_t b = t % 3; b < nb; b += 1 + t) idx.push_back(b);
+      if (idx.back() != nb - 1) idx.push_back(static_cast<std::uint32_t>(nb - 1));
+      auto const vals = normal(idx.size() * block, 90 + t);
+      o.step(s, std::span<float>(p), sluice::sparse_view<float const>{idx, vals, n, block},
+             std::span<Eigen::bfloat16>(shadow));
+      auto di = upload(idx);
+      auto dv = upload(vals);
+      std::span<std::uint32_t const> const is(di.data(), idx.size());
+      std::span<float const> const vs(dv.data(), vals.size());
+      if constexpr (std::is_same_v<O, sgd>)
+        sc::check(
+            sc::sgd_sparse_step(dp.span(), is, vs, block, mom, sc::sgd_element::from(o.kernel(t)), sh.span(), nullptr),
+            "sgd_sparse_step");
+      else
+        sc::check(sc::adam_sparse_step(dp.span(), is, vs, block, mom, sc::adam_element::from(o.kernel(t)), sh.span(),
+                                       nullptr),
+                  "adam_sparse_step");
+      sc::check(cudaDeviceSynchronize(), "sync");
+    }
+    same_bits(download(dp.data(), n), p, "params");
+    auto const hs = download(sh.data(), n);
+    CHECK(std::memcmp(hs.data(), shadow.data(), 2 * n) == 0);
+    for (std::size_t j = 0; j < o.layout().moments; ++j) {
+      std::vector<float> got(n), ref(n);
+      if (bf16) {
+        auto const b = download(j == 0 ? m16.data() : v16.data(), n);
+        for (std::size_t i = 0; i < n; ++i) got[i] = sc::bf16_value(b[i]);
+      } else {
+        got = download(j == 0 ? m.data() : v.data(), n);
+      }
+      for (std::size_t i = 0; i < n; ++i) ref[i] = s.moment(j, i);
+      same_bits(got, ref, j == 0 ? "moment 0" : "moment 1");
+    }
+  };
+  for (auto st : {sluice::element_type::f32, sluice::element_type::bf16})
+    for (std::size_t block : {std::size_t{1}, std::size_t{16}, std::size_t{7}}) {
+      run(adam{.lr = 1e-2, .weight_decay = 0.01, .state_type = st, .seed = 5}, block);
+      run(adamw{.lr = 1e-2, .weight_decay = 0.05, .state_type = st, .seed = 5}, block);
+      run(sgd{.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .state_type = st, .seed = 5}, block);
+    }
 }
 
 TEST_CASE("the Thrust formulations on the CUDA system write the kernels' bytes") {

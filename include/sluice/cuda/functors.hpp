@@ -294,6 +294,49 @@ SLUICE_HD inline std::uint16_t bf16_nearest(float x) noexcept {
   return static_cast<std::uint16_t>(r >> 16);
 }
 
+/// The float a bf16 bit pattern holds (exact).
+SLUICE_HD inline float bf16_value(std::uint16_t b) noexcept {
+  return detail::float_of(static_cast<std::uint32_t>(b) << 16);
+}
+
+/// Stochastic rounding of bf16 optimizer moments as the CPU optimizers do it (state_type bf16):
+/// step t of a tensor draws from random_stream(stream_key{seed, shared_rank, t, tensor}); word w
+/// serves elements 2w (bits 0-15) and 2w + 1 (bits 16-31), moment 0 taking the low byte of the
+/// element's half and moment 1 the high byte, as the top byte of the rounding's random word.
+struct bf16_moment_rounding {
+  philox_stream rs{};
+
+  /// For step t (1 for the first step, the t of policy.kernel(t)) of tensor `tensor` of an
+  /// optimizer whose policy has `seed`.
+  static bf16_moment_rounding of(std::uint64_t seed, std::uint64_t t, std::uint32_t tensor) noexcept {
+    return {philox_stream(stream_key{seed, stream_key::shared_rank, static_cast<std::uint32_t>(t), tensor})};
+  }
+  /// Moment j (0 or 1) of element i, rounded to bf16 bits.
+  [[nodiscard]] SLUICE_HD std::uint16_t operator()(float m, std::uint64_t i, unsigned j) const noexcept {
+    std::uint32_t const half = rs.word(i >> 1) >> (16 * (i & 1));
+    std::uint32_t const random = (half << (24 - 8 * j)) & 0xff000000u;
+    std::uint32_t const b = detail::bits_of(m);
+    std::uint32_t const r = (b & 0x7fffffffu) > 0x7f800000u ? (b & 0x80000000u) | 0x7fc00000u : b + (random >> 16);
+    return static_cast<std::uint16_t>(r >> 16);
+  }
+};
+
+/// The elements a sparse optimizer step touches: value t of a sparse gradient (indices of
+/// elements, or of blocks of `block` elements, the tensor's last block cut at n) updates element
+/// at(t); a dense step (null indices) updates element t.
+struct sparse_target {
+  std::uint32_t const* indices = nullptr;
+  std::size_t block = 1;
+  std::size_t n = 0;
+
+  /// The element value t updates; n (none) for the padding of a cut last block.
+  [[nodiscard]] SLUICE_HD std::size_t at(std::size_t t) const noexcept {
+    if (indices == nullptr) return t;
+    std::size_t const i = static_cast<std::size_t>(indices[t / block]) * block + t % block;
+    return i < n ? i : n;
+  }
+};
+
 /// Adam / AdamW on one fp32 element with the per-step constants of sluice::adam or sluice::adamw
 /// (their kernel(t)): the operations, and their order, of the CPU optimizers.
 struct adam_element {

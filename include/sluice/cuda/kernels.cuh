@@ -13,11 +13,17 @@
 //                     (c = g + e in the first pass, e = c - c where sent)
 //   block_top_k_select  block_top_k's L1/L2 block scores, the best blocks by top_k_select, their
 //                     elements gathered
+//   random_k_select   random_k's shared-randomness draws (Floyd's steps resolved per thread, a
+//                     table of first draws, a bitmap read in order by a CUB scan), the values
+//                     gathered; with feedback fused (c = g + e, e = c - sent where sent)
 //   scatter_add       dense[idx] += vals (distinct indices, as in every sluice sparse frame)
 //   adam_step, sgd_step  the dense optimizer updates, optional bf16 parameter shadow
+//   adam_sparse_step, sgd_sparse_step  the lazy sparse updates (element or block indices), and
+//                     the bf16-moment updates (dense or sparse, stochastic rounding as the CPU's)
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -25,6 +31,7 @@
 #include <cuda_runtime.h>
 
 #include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_scan.cuh>
@@ -325,6 +332,95 @@ __global__ void gather_blocks(float const* __restrict__ x, std::size_t n, unsign
   }
 }
 
+/// Slot of value t in random_k's table of first draws (Fibonacci hashing, linear probing).
+__device__ inline std::size_t random_k_slot(unsigned t, std::size_t mask) noexcept {
+  return static_cast<std::size_t>((static_cast<std::uint64_t>(t) * 0x9E3779B97F4A7C15ull) >> 32) & mask;
+}
+
+/// The target of every draw, entered in the table (key t + 1) with the first draw that chose it.
+__global__ void random_k_targets(random_k_draw d, std::uint32_t* __restrict__ targets, unsigned* __restrict__ keys,
+                                 unsigned* __restrict__ first, std::size_t mask) {
+  std::size_t const stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t j = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; j < d.k; j += stride) {
+    unsigned const t = d.target(j);
+    targets[j] = t;
+    std::size_t h = random_k_slot(t, mask);
+    for (;;) {
+      unsigned const prev = atomicCAS(keys + h, 0u, t + 1u);
+      if (prev == 0u || prev == t + 1u) break;
+      h = (h + 1) & mask;
+    }
+    atomicMin(first + h, static_cast<unsigned>(j));
+  }
+}
+
+/// Whether each draw repeats an earlier target; every target enters the bitmap.
+__global__ void random_k_repeats(random_k_draw d, std::uint32_t const* __restrict__ targets,
+                                 unsigned const* __restrict__ keys, unsigned const* __restrict__ first,
+                                 std::size_t mask, std::uint8_t* __restrict__ repeat, unsigned* __restrict__ bitmap) {
+  std::size_t const stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t j = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; j < d.k; j += stride) {
+    unsigned const t = targets[j];
+    std::size_t h = random_k_slot(t, mask);
+    while (keys[h] != t + 1u) h = (h + 1) & mask;
+    repeat[j] = first[h] != static_cast<unsigned>(j) ? 1 : 0;
+    atomicOr(bitmap + t / 32, 1u << (t % 32));
+  }
+}
+
+/// The own index of every draw that inserts it (random_k_draw::own_inserted) enters the bitmap.
+__global__ void random_k_own(random_k_draw d, std::uint32_t const* __restrict__ targets,
+                             std::uint8_t const* __restrict__ repeat, unsigned* __restrict__ bitmap) {
+  std::size_t const stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t j = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; j < d.k; j += stride)
+    if (d.own_inserted(targets, repeat, j)) {
+      std::uint64_t const o = d.own(j);
+      atomicOr(bitmap + o / 32, 1u << (o % 32));
+    }
+}
+
+struct popcount_of {
+  __device__ unsigned operator()(unsigned w) const noexcept { return static_cast<unsigned>(__popc(w)); }
+};
+
+/// The drawn indices in increasing order: word w of the bitmap writes its bits from offsets[w].
+__global__ void random_k_compact(unsigned const* __restrict__ bitmap, unsigned const* __restrict__ offsets,
+                                 std::size_t words, std::uint32_t* __restrict__ idx) {
+  std::size_t const stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t w = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; w < words; w += stride) {
+    unsigned o = offsets[w];
+    for (unsigned b = bitmap[w]; b != 0; b &= b - 1)
+      idx[o++] = static_cast<std::uint32_t>(32 * w + static_cast<unsigned>(__ffs(static_cast<int>(b)) - 1));
+  }
+}
+
+/// x = g + x (error feedback's compensation), float4 when aligned.
+__global__ void __launch_bounds__(threads)
+    compensate(float const* __restrict__ g, float* __restrict__ x, std::size_t n) {
+  std::size_t const stride = static_cast<std::size_t>(gridDim.x) * threads;
+  std::size_t const quads = aligned16(g) && aligned16(x) ? n / 4 : 0;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(threads) + threadIdx.x; i < quads; i += stride) {
+    float4 const gv = reinterpret_cast<float4 const*>(g)[i];
+    float4 xv = reinterpret_cast<float4*>(x)[i];
+    xv = make_float4(feedback_maxmin_element::compensate(gv.x, xv.x), feedback_maxmin_element::compensate(gv.y, xv.y),
+                     feedback_maxmin_element::compensate(gv.z, xv.z), feedback_maxmin_element::compensate(gv.w, xv.w));
+    reinterpret_cast<float4*>(x)[i] = xv;
+  }
+  for (std::size_t i = 4 * quads + blockIdx.x * static_cast<std::size_t>(threads) + threadIdx.x; i < n; i += stride)
+    x[i] = feedback_maxmin_element::compensate(g[i], x[i]);
+}
+
+/// Values of the drawn indices (scaled as random_k sends them); with feedback, e = c - sent there.
+__global__ void random_k_gather(float* __restrict__ x, std::uint32_t const* __restrict__ idx, float* __restrict__ vals,
+                                std::size_t k, random_k_element f, bool feedback) {
+  std::size_t const stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t j = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; j < k; j += stride) {
+    float const c = x[idx[j]], v = f.sent(c);
+    vals[j] = v;
+    if (feedback) x[idx[j]] = random_k_element::residual(c, v);
+  }
+}
+
 __global__ void scatter_add(float* __restrict__ dense, std::uint32_t const* __restrict__ idx,
                             float const* __restrict__ vals, std::size_t k) {
   std::size_t const stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
@@ -361,6 +457,54 @@ __global__ void __launch_bounds__(threads)
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(threads) + threadIdx.x; i < n; i += stride) {
     float unused = 0.0f;
     f(p[i], g[i], b != nullptr ? b[i] : unused);
+    if (shadow != nullptr) shadow[i] = bf16_nearest(p[i]);
+  }
+}
+
+/// Optimizer moments in device memory: fp32 (f) or bf16 bits (b, rounded by r).
+struct moment_ptrs {
+  float* f[2] = {nullptr, nullptr};
+  std::uint16_t* b[2] = {nullptr, nullptr};
+  bf16_moment_rounding r{};
+
+  __device__ float load(unsigned j, std::size_t i) const noexcept {
+    return b[j] != nullptr ? bf16_value(b[j][i]) : f[j][i];
+  }
+  __device__ void store(unsigned j, std::size_t i, float m) const noexcept {
+    if (b[j] != nullptr)
+      b[j][i] = r(m, i, j);
+    else
+      f[j][i] = m;
+  }
+};
+
+/// Adam / AdamW at the elements `at` targets: value t of g updates element at.at(t) (the lazy
+/// sparse step, or a dense one with bf16 moments).
+__global__ void __launch_bounds__(threads)
+    adam_step_at(float* __restrict__ p, float const* __restrict__ g, std::size_t count, sparse_target at, moment_ptrs m,
+                 adam_element f, std::uint16_t* __restrict__ shadow) {
+  std::size_t const stride = static_cast<std::size_t>(gridDim.x) * threads;
+  for (std::size_t t = blockIdx.x * static_cast<std::size_t>(threads) + threadIdx.x; t < count; t += stride) {
+    std::size_t const i = at.at(t);
+    if (i == at.n) continue;
+    float m0 = m.load(0, i), m1 = m.load(1, i);
+    f(p[i], g[t], m0, m1);
+    m.store(0, i, m0), m.store(1, i, m1);
+    if (shadow != nullptr) shadow[i] = bf16_nearest(p[i]);
+  }
+}
+
+/// SGD at the elements `at` targets (see adam_step_at); without momentum m is not read.
+__global__ void __launch_bounds__(threads)
+    sgd_step_at(float* __restrict__ p, float const* __restrict__ g, std::size_t count, sparse_target at, moment_ptrs m,
+                sgd_element f, std::uint16_t* __restrict__ shadow) {
+  std::size_t const stride = static_cast<std::size_t>(gridDim.x) * threads;
+  for (std::size_t t = blockIdx.x * static_cast<std::size_t>(threads) + threadIdx.x; t < count; t += stride) {
+    std::size_t const i = at.at(t);
+    if (i == at.n) continue;
+    float b = f.momentum ? m.load(0, i) : 0.0f;
+    f(p[i], g[t], b);
+    if (f.momentum) m.store(0, i, b);
     if (shadow != nullptr) shadow[i] = bf16_nearest(p[i]);
   }
 }
@@ -541,6 +685,81 @@ inline device_status block_top_k_select(std::span<float const> x, std::size_t bl
   return status_of(cudaGetLastError());
 }
 
+/// Device scratch of random_k_select for tensors of up to `n` elements keeping up to `k`.
+class random_k_workspace {
+ public:
+  random_k_workspace(std::size_t n, std::size_t k)
+      : n_(n),
+        k_(std::min(k, n)),
+        slots_(std::bit_ceil(2 * k_ + 2)),
+        targets_(std::max<std::size_t>(k_, 1)),
+        keys_(slots_),
+        first_(slots_),
+        repeat_(std::max<std::size_t>(k_, 1)),
+        bitmap_(std::max<std::size_t>((n + 31) / 32, 1)),
+        offsets_(bitmap_.size()) {
+    require(n < 0xffffffffu, errc::invalid_argument,
+            "cuda::random_k_workspace: {} elements; indices are 32-bit, split the tensor below 2^32 - 1", n);
+    std::size_t bytes = 0;
+    check(cub::DeviceScan::ExclusiveSum(nullptr, bytes,
+                                        thrust::make_transform_iterator(bitmap_.data(), kernel::popcount_of{}),
+                                        offsets_.data(), static_cast<std::int64_t>(bitmap_.size())),
+          "cuda::random_k_workspace");
+    temp_ = device_buffer<std::byte>(std::max<std::size_t>(bytes, 1));
+  }
+  [[nodiscard]] std::size_t capacity() const noexcept { return n_; }
+
+ private:
+  friend device_status random_k_select(std::span<float const>, std::span<float>, std::size_t, stream_key const&,
+                                       random_k_element, random_k_workspace&, std::span<std::uint32_t>,
+                                       std::span<float>, cudaStream_t) noexcept;
+  std::size_t n_, k_, slots_;
+  device_buffer<std::uint32_t> targets_;
+  device_buffer<unsigned> keys_, first_;
+  device_buffer<std::uint8_t> repeat_;
+  device_buffer<unsigned> bitmap_, offsets_;
+  device_buffer<std::byte> temp_;
+};
+
+/// Queues random_k's selection on `s`: the k indices every rank draws from `key` (pass
+/// ctx.key().shared(), as sluice::random_k does) into `indices` (increasing) and the values there,
+/// as `f` sends them (random_k_element::of(n, k, rescale)), into `values`. With a non-empty `g`,
+/// error feedback is fused: x holds e on entry, c = g + e is sampled, and x holds the residual
+/// (c where not sent, c - sent where sent) on exit. write_random_k_frame builds the frame from the
+/// copied-back values.
+inline device_status random_k_select(std::span<float const> g, std::span<float> x, std::size_t k, stream_key const& key,
+                                     random_k_element f, random_k_workspace& ws, std::span<std::uint32_t> indices,
+                                     std::span<float> values, cudaStream_t s) noexcept {
+  std::size_t const n = x.size();
+  if (n > ws.n_ || k > ws.k_ || k > n || indices.size() < k || values.size() < k || (!g.empty() && g.size() != n))
+    return device_status::size_mismatch;
+  if (n == 0) return device_status::ok;
+  if (!g.empty()) kernel::compensate<<<kernel::grid_for(n, 4), kernel::threads, 0, s>>>(g.data(), x.data(), n);
+  if (k == 0) return status_of(cudaGetLastError());
+  std::size_t const words = (n + 31) / 32, slots = std::bit_ceil(2 * k + 2), mask = slots - 1;
+  for (auto const r : {status_of(cudaMemsetAsync(ws.keys_.data(), 0, 4 * slots, s)),
+                       status_of(cudaMemsetAsync(ws.first_.data(), 0xff, 4 * slots, s)),
+                       status_of(cudaMemsetAsync(ws.bitmap_.data(), 0, 4 * words, s))})
+    if (r != device_status::ok) return r;
+  random_k_draw const d{philox_stream(key), n, k};
+  unsigned const grid = kernel::grid_for(k);
+  kernel::random_k_targets<<<grid, kernel::threads, 0, s>>>(d, ws.targets_.data(), ws.keys_.data(), ws.first_.data(),
+                                                            mask);
+  kernel::random_k_repeats<<<grid, kernel::threads, 0, s>>>(d, ws.targets_.data(), ws.keys_.data(), ws.first_.data(),
+                                                            mask, ws.repeat_.data(), ws.bitmap_.data());
+  kernel::random_k_own<<<grid, kernel::threads, 0, s>>>(d, ws.targets_.data(), ws.repeat_.data(), ws.bitmap_.data());
+  std::size_t bytes = ws.temp_.size();
+  if (auto const r = status_of(cub::DeviceScan::ExclusiveSum(
+          ws.temp_.data(), bytes, thrust::make_transform_iterator(ws.bitmap_.data(), kernel::popcount_of{}),
+          ws.offsets_.data(), static_cast<std::int64_t>(words), s));
+      r != device_status::ok)
+    return r;
+  kernel::random_k_compact<<<kernel::grid_for(words), kernel::threads, 0, s>>>(ws.bitmap_.data(), ws.offsets_.data(),
+                                                                               words, indices.data());
+  kernel::random_k_gather<<<grid, kernel::threads, 0, s>>>(x.data(), indices.data(), values.data(), k, f, !g.empty());
+  return status_of(cudaGetLastError());
+}
+
 /// Queues dense[indices[j]] += values[j] on `s`; indices distinct and below dense.size() (as in
 /// every sluice sparse frame; duplicates would race).
 inline device_status scatter_add(std::span<float> dense, std::span<std::uint32_t const> indices,
@@ -574,6 +793,111 @@ inline device_status sgd_step(std::span<float> p, std::span<float const> g, std:
   if (n == 0) return device_status::ok;
   kernel::sgd_step<<<kernel::grid_for(n), kernel::threads, 0, s>>>(p.data(), g.data(), b.empty() ? nullptr : b.data(),
                                                                    n, f, shadow.empty() ? nullptr : shadow.data());
+  return status_of(cudaGetLastError());
+}
+
+/// Moments of an optimizer step on the device: fp32, or bf16 bits with the CPU's stochastic
+/// rounding (bf16_moment_rounding::of(policy.seed, t, tensor)). Empty spans for moments the
+/// optimizer does not keep (v for SGD, both for SGD without momentum).
+struct device_moments {
+  std::span<float> m{}, v{};              ///< fp32 moments
+  std::span<std::uint16_t> m16{}, v16{};  ///< bf16 moments (used when m is empty)
+  bf16_moment_rounding rounding{};        ///< for bf16 moments
+
+  [[nodiscard]] bool bf16() const noexcept { return m.empty() && !m16.empty(); }
+};
+
+}  // namespace sluice::cuda
+
+namespace sluice::cuda_detail {
+
+/// Checks the moments against n elements (`count` of them used) and packs their pointers.
+inline bool pack(sluice::cuda::device_moments const& d, std::size_t count, std::size_t n, moment_ptrs& out) noexcept {
+  if (d.bf16()) {
+    if (d.m16.size() != n || (count == 2 && d.v16.size() != n)) return false;
+    out.b[0] = d.m16.data(), out.b[1] = count == 2 ? d.v16.data() : nullptr, out.r = d.rounding;
+  } else {
+    if ((count >= 1 && d.m.size() != n) || (count == 2 && d.v.size() != n)) return false;
+    out.f[0] = count >= 1 ? d.m.data() : nullptr, out.f[1] = count == 2 ? d.v.data() : nullptr;
+  }
+  return true;
+}
+
+/// The sparse gradient's shape: `values` holds indices.size() * block entries, no more indices than
+/// blocks (the indices lie in device memory; an element past the tensor's end is skipped).
+inline bool sparse_shape(std::size_t n, std::span<std::uint32_t const> indices, std::span<float const> values,
+                         std::size_t block) noexcept {
+  return block >= 1 && values.size() == indices.size() * block && indices.size() <= (n + block - 1) / block;
+}
+
+}  // namespace sluice::cuda_detail
+
+namespace sluice::cuda {
+
+/// Queues one lazy sparse Adam / AdamW step on `s` (sluice::adam with sparse_mode::lazy): the
+/// update of f = adam_element::from(policy.kernel(t)) at the elements of the sparse gradient
+/// (`indices` strictly increasing element indices, or block indices with `block` > 1 and
+/// `values` block after block, the padding past the tensor's end ignored); untouched entries keep
+/// their moments. fp32 or bf16 moments (`mom`); a non-empty `shadow` receives the updated
+/// parameters as bf16 bits. catch_up is not on the device.
+inline device_status adam_sparse_step(std::span<float> p, std::span<std::uint32_t const> indices,
+                                      std::span<float const> values, std::size_t block, device_moments const& mom,
+                                      adam_element const& f, std::span<std::uint16_t> shadow, cudaStream_t s) noexcept {
+  std::size_t const n = p.size();
+  kernel::moment_ptrs mp;
+  if (!kernel::sparse_shape(n, indices, values, block) || !kernel::pack(mom, 2, n, mp) ||
+      (!shadow.empty() && shadow.size() != n))
+    return device_status::size_mismatch;
+  if (values.empty()) return device_status::ok;
+  kernel::adam_step_at<<<kernel::grid_for(values.size()), kernel::threads, 0, s>>>(
+      p.data(), values.data(), values.size(), sparse_target{indices.data(), block, n}, mp, f,
+      shadow.empty() ? nullptr : shadow.data());
+  return status_of(cudaGetLastError());
+}
+
+/// Queues one dense Adam / AdamW step with bf16 moments (`mom.m16`, `mom.v16`, rounded as the CPU
+/// optimizer with state_type bf16 rounds them) on `s`.
+inline device_status adam_step(std::span<float> p, std::span<float const> g, device_moments const& mom,
+                               adam_element const& f, std::span<std::uint16_t> shadow, cudaStream_t s) noexcept {
+  std::size_t const n = p.size();
+  if (!mom.bf16()) return adam_step(p, g, mom.m, mom.v, f, shadow, s);
+  kernel::moment_ptrs mp;
+  if (g.size() != n || !kernel::pack(mom, 2, n, mp) || (!shadow.empty() && shadow.size() != n))
+    return device_status::size_mismatch;
+  if (n == 0) return device_status::ok;
+  kernel::adam_step_at<<<kernel::grid_for(n), kernel::threads, 0, s>>>(
+      p.data(), g.data(), n, sparse_target{nullptr, 1, n}, mp, f, shadow.empty() ? nullptr : shadow.data());
+  return status_of(cudaGetLastError());
+}
+
+/// Queues one lazy sparse SGD step on `s` (see adam_sparse_step); `mom.m` or `mom.m16` is the
+/// momentum buffer (empty without momentum).
+inline device_status sgd_sparse_step(std::span<float> p, std::span<std::uint32_t const> indices,
+                                     std::span<float const> values, std::size_t block, device_moments const& mom,
+                                     sgd_element const& f, std::span<std::uint16_t> shadow, cudaStream_t s) noexcept {
+  std::size_t const n = p.size();
+  kernel::moment_ptrs mp;
+  if (!kernel::sparse_shape(n, indices, values, block) || !kernel::pack(mom, f.momentum ? 1 : 0, n, mp) ||
+      (!shadow.empty() && shadow.size() != n))
+    return device_status::size_mismatch;
+  if (values.empty()) return device_status::ok;
+  kernel::sgd_step_at<<<kernel::grid_for(values.size()), kernel::threads, 0, s>>>(
+      p.data(), values.data(), values.size(), sparse_target{indices.data(), block, n}, mp, f,
+      shadow.empty() ? nullptr : shadow.data());
+  return status_of(cudaGetLastError());
+}
+
+/// Queues one dense SGD step with a bf16 momentum buffer (`mom.m16`) on `s`.
+inline device_status sgd_step(std::span<float> p, std::span<float const> g, device_moments const& mom,
+                              sgd_element const& f, std::span<std::uint16_t> shadow, cudaStream_t s) noexcept {
+  std::size_t const n = p.size();
+  if (!mom.bf16()) return sgd_step(p, g, mom.m, f, shadow, s);
+  kernel::moment_ptrs mp;
+  if (g.size() != n || !kernel::pack(mom, f.momentum ? 1 : 0, n, mp) || (!shadow.empty() && shadow.size() != n))
+    return device_status::size_mismatch;
+  if (n == 0) return device_status::ok;
+  kernel::sgd_step_at<<<kernel::grid_for(n), kernel::threads, 0, s>>>(
+      p.data(), g.data(), n, sparse_target{nullptr, 1, n}, mp, f, shadow.empty() ? nullptr : shadow.data());
   return status_of(cudaGetLastError());
 }
 
