@@ -14,6 +14,8 @@
 #include <sluice/cuda/concepts.hpp>
 #include <sluice/cuda/frame.hpp>
 #include <sluice/cuda/functors.hpp>
+#include <sluice/feedback/residual.hpp>
+#include <sluice/feedback/state.hpp>
 #include <sluice/optim/adam.hpp>
 #include <sluice/optim/adamw.hpp>
 #include <sluice/optim/sgd.hpp>
@@ -190,6 +192,46 @@ TEST_CASE("block scores and the device's selection rule give block_top_k::encode
       got.resize(cuda::write_block_top_k_frame(c, ctx, n, blocks, vals, got));
       REQUIRE(got.size() == ref.size());
       CHECK(std::memcmp(got.data(), ref.data(), ref.size()) == 0);
+    }
+}
+
+TEST_CASE("block top-k with fused feedback through the functors equals residual around block_top_k") {
+  for (auto score : {block_score::l1, block_score::l2})
+    for (std::size_t block : {std::size_t{16}, std::size_t{5}}) {
+      CAPTURE(block);
+      std::size_t const n = 10007;
+      block_top_k const c{.ratio = 0.05, .block = block, .score = score};
+      residual const f{};
+      feedback_state st(f, std::vector<std::size_t>{n});
+      feedback_workspace<block_top_k, float> fw;
+      std::vector<float> e(n, 0.0f);
+      for (std::uint64_t step = 0; step < 3; ++step) {
+        auto g = normal(n, static_cast<std::uint32_t>(40 + step));
+        for (std::size_t i = 0; i < 2 * block; ++i) g[i] = 0.5f - e[i];  // tied blocks of c
+        encode_context const ctx{.step = step};
+        std::vector<std::byte> ref(c.max_encoded_bytes(n));
+        ref.resize(f.encode(c, st.slice(0), std::span<float const>(g), ctx, fw, std::span(ref)));
+        // The device's decomposition: c = g + e with the block scores, selection, gather, kept blocks to +0.
+        std::size_t const nb = c.block_count(n), kb = c.keep_blocks(n);
+        std::vector<float> scores(nb);
+        for (std::size_t j = 0; j < nb; ++j) {
+          std::size_t const first = j * block, len = std::min(block, n - first);
+          for (std::size_t i = first; i < first + len; ++i)
+            e[i] = cuda::feedback_maxmin_element::compensate(g[i], e[i]);
+          scores[j] = cuda::block_top_k_score(e.data() + first, len, score == block_score::l2);
+        }
+        auto const blocks = select_like_device(scores, kb);
+        std::vector<float> vals(kb * block, 0.0f);
+        for (std::size_t j = 0; j < kb; ++j)
+          for (std::size_t i = blocks[j] * block; i < std::min(n, (blocks[j] + 1) * block); ++i)
+            vals[j * block + i - blocks[j] * block] = e[i], e[i] = 0.0f;
+        std::vector<std::byte> got(c.max_encoded_bytes(n));
+        got.resize(cuda::write_block_top_k_frame(c, ctx, n, blocks, vals, got));
+        REQUIRE(got.size() == ref.size());
+        CHECK(std::memcmp(got.data(), ref.data(), ref.size()) == 0);
+        auto const res = st.slice(0).buffer<float>(0);
+        check_same_bits(e, std::vector<float>(res.begin(), res.end()), "residual");
+      }
     }
 }
 

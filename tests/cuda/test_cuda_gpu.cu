@@ -1,7 +1,7 @@
 // The device kernels against the CPU codecs and optimizers: byte-identical frames (max-min
-// quantization, top-k and random-k, each with fused feedback), bit-identical residuals, decodes
-// and optimizer states (dense, lazy sparse, fp32 or bf16 moments). Without a CUDA device the
-// binary prints why and exits 77, which ctest reports as skipped (SKIP_RETURN_CODE).
+// quantization, top-k, block top-k and random-k, each with fused feedback), bit-identical
+// residuals, decodes and optimizer states (dense, lazy sparse, fp32 or bf16 moments). Without a
+// CUDA device the binary prints why and exits 77, which ctest reports as skipped.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -17,6 +17,8 @@
 #include <sluice/cuda/kernels.cuh>
 #include <sluice/cuda/thrust.cuh>
 #include <sluice/cuda/transfer.cuh>
+#include <sluice/feedback/residual.hpp>
+#include <sluice/feedback/state.hpp>
 #include <sluice/optim/adam.hpp>
 #include <sluice/optim/adamw.hpp>
 #include <sluice/optim/sgd.hpp>
@@ -222,6 +224,42 @@ TEST_CASE("device block top-k selects block_top_k's blocks") {
       frame.resize(sc::write_block_top_k_frame(c, ctx, n, hb, hv, frame));
       REQUIRE(frame.size() == cpu.size());
       CHECK(std::memcmp(frame.data(), cpu.data(), cpu.size()) == 0);
+    }
+}
+
+TEST_CASE("device block top-k with fused feedback equals residual around block_top_k") {
+  for (auto score : {sluice::block_score::l1, sluice::block_score::l2})
+    for (std::size_t block : {std::size_t{16}, std::size_t{7}}) {
+      CAPTURE(block);
+      std::size_t const n = (1u << 18) + 3;
+      block_top_k const c{.ratio = 0.02, .block = block, .score = score};
+      sluice::residual const f{};
+      sluice::feedback_state st(f, std::vector<std::size_t>{n});
+      sluice::feedback_workspace<block_top_k, float> fw;
+      std::size_t const kb = c.keep_blocks(n);
+      sc::device_buffer<float> de(n);
+      sc::check(cudaMemset(de.data(), 0, 4 * n), "memset");
+      sc::block_top_k_workspace bw(n, block);
+      sc::device_buffer<std::uint32_t> blocks(kb);
+      sc::device_buffer<float> vals(kb * block);
+      for (std::uint64_t step = 0; step < 3; ++step) {
+        auto const g = normal(n, static_cast<std::uint32_t>(30 + step));
+        encode_context const ctx{.step = step};
+        std::vector<std::byte> cpu(c.max_encoded_bytes(n));
+        cpu.resize(f.encode(c, st.slice(0), std::span<float const>(g), ctx, fw, std::span(cpu)));
+        auto dg = upload(g);
+        sc::check(sc::block_top_k_select(dg.span(), de.span(), block, score == sluice::block_score::l2, kb, bw,
+                                         blocks.span(), vals.span(), nullptr),
+                  "block_top_k_select");
+        auto const hb = download(blocks.data(), kb);
+        auto const hv = download(vals.data(), kb * block);
+        std::vector<std::byte> frame(c.max_encoded_bytes(n));
+        frame.resize(sc::write_block_top_k_frame(c, ctx, n, hb, hv, frame));
+        REQUIRE(frame.size() == cpu.size());
+        CHECK(std::memcmp(frame.data(), cpu.data(), cpu.size()) == 0);
+        auto const res = st.slice(0).buffer<float>(0);
+        same_bits(download(de.data(), n), std::vector<float>(res.begin(), res.end()), "block residual");
+      }
     }
 }
 

@@ -12,7 +12,8 @@
 //                     then an ordered cub::DeviceSelect of the indices; with feedback fused
 //                     (c = g + e in the first pass, e = c - c where sent)
 //   block_top_k_select  block_top_k's L1/L2 block scores, the best blocks by top_k_select, their
-//                     elements gathered
+//                     elements gathered; with feedback fused (c = g + e scored in one pass,
+//                     e = +0 in the kept blocks)
 //   random_k_select   random_k's shared-randomness draws (Floyd's steps resolved per thread, a
 //                     table of first draws, a bitmap read in order by a CUB scan), the values
 //                     gathered; with feedback fused (c = g + e, e = c - sent where sent)
@@ -319,6 +320,28 @@ __global__ void block_scores(float const* __restrict__ x, std::size_t n, unsigne
   for (std::size_t j = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; j < nb; j += stride) {
     std::size_t const first = j * block;
     scores[j] = block_top_k_score(x + first, n - first < block ? n - first : block, l2);
+  }
+}
+
+/// Error feedback around block_top_k: c = g + x is written to x and scored (block_top_k_score),
+/// one thread per block, in one pass.
+__global__ void feedback_block_scores(float const* __restrict__ g, float* __restrict__ x, std::size_t n, unsigned block,
+                                      bool l2, float* __restrict__ scores, std::size_t nb) {
+  std::size_t const stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t j = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; j < nb; j += stride) {
+    std::size_t const first = j * block, len = n - first < block ? n - first : block;
+    for (std::size_t e = first; e < first + len; ++e) x[e] = feedback_maxmin_element::compensate(g[e], x[e]);
+    scores[j] = block_top_k_score(x + first, len, l2);
+  }
+}
+
+/// The residual of the kept blocks: +0, what the CPU's fused feedback writes (c - c for finite c).
+__global__ void zero_blocks(float* __restrict__ x, std::size_t n, unsigned block,
+                            std::uint32_t const* __restrict__ blocks, std::size_t kb) {
+  std::size_t const stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t t = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; t < kb * block; t += stride) {
+    std::size_t const i = static_cast<std::size_t>(blocks[t / block]) * block + t % block;
+    if (i < n) x[i] = 0.0f;
   }
 }
 
@@ -657,6 +680,21 @@ class block_top_k_workspace {
   friend device_status block_top_k_select(std::span<float const>, std::size_t, bool, std::size_t,
                                           block_top_k_workspace&, std::span<std::uint32_t>, std::span<float>,
                                           cudaStream_t) noexcept;
+  friend device_status block_top_k_select(std::span<float const>, std::span<float>, std::size_t, bool, std::size_t,
+                                          block_top_k_workspace&, std::span<std::uint32_t>, std::span<float>,
+                                          cudaStream_t) noexcept;
+  /// The kb best of the nb scores in scores_, their blocks' elements of x gathered.
+  device_status select(float const* x, std::size_t n, std::size_t nb, std::size_t kb, std::span<std::uint32_t> blocks,
+                       std::span<float> values, cudaStream_t s) noexcept {
+    if (auto const r = status_of(cudaGetLastError()); r != device_status::ok) return r;
+    if (auto const r = top_k_select({}, std::span<float>(scores_.data(), nb), kb, select_, blocks,
+                                    std::span<float>(kept_.data(), kb), s);
+        r != device_status::ok)
+      return r;
+    kernel::gather_blocks<<<kernel::grid_for(kb * block_), kernel::threads, 0, s>>>(x, n, static_cast<unsigned>(block_),
+                                                                                    blocks.data(), kb, values.data());
+    return status_of(cudaGetLastError());
+  }
   std::size_t block_;
   device_buffer<float> scores_, kept_;
   top_k_workspace select_;
@@ -675,13 +713,26 @@ inline device_status block_top_k_select(std::span<float const> x, std::size_t bl
   if (kb == 0) return device_status::ok;
   kernel::block_scores<<<kernel::grid_for(nb), kernel::threads, 0, s>>>(x.data(), n, static_cast<unsigned>(block), l2,
                                                                         ws.scores_.data(), nb);
-  if (auto const r = status_of(cudaGetLastError()); r != device_status::ok) return r;
-  if (auto const r = top_k_select({}, std::span<float>(ws.scores_.data(), nb), kb, ws.select_, blocks,
-                                  std::span<float>(ws.kept_.data(), kb), s);
-      r != device_status::ok)
-    return r;
-  kernel::gather_blocks<<<kernel::grid_for(kb * block), kernel::threads, 0, s>>>(
-      x.data(), n, static_cast<unsigned>(block), blocks.data(), kb, values.data());
+  return ws.select(x.data(), n, nb, kb, blocks, values, s);
+}
+
+/// block_top_k_select with error feedback fused, as sluice::residual around block_top_k: x holds
+/// e on entry; c = g + e is written and scored in one pass, the kb best blocks of c selected and
+/// gathered, and x holds the residual on exit (c outside the kept blocks, +0 in them).
+inline device_status block_top_k_select(std::span<float const> g, std::span<float> x, std::size_t block, bool l2,
+                                        std::size_t kb, block_top_k_workspace& ws, std::span<std::uint32_t> blocks,
+                                        std::span<float> values, cudaStream_t s) noexcept {
+  std::size_t const n = x.size(), nb = (n + block - 1) / block;
+  if (g.size() != n || block != ws.block_ || nb > ws.scores_.size() || kb > nb || blocks.size() < kb ||
+      values.size() < kb * block)
+    return device_status::size_mismatch;
+  if (n == 0) return device_status::ok;
+  kernel::feedback_block_scores<<<kernel::grid_for(nb), kernel::threads, 0, s>>>(
+      g.data(), x.data(), n, static_cast<unsigned>(block), l2, ws.scores_.data(), nb);
+  if (kb == 0) return status_of(cudaGetLastError());
+  if (auto const r = ws.select(x.data(), n, nb, kb, blocks, values, s); r != device_status::ok) return r;
+  kernel::zero_blocks<<<kernel::grid_for(kb * block), kernel::threads, 0, s>>>(
+      x.data(), n, static_cast<unsigned>(block), blocks.data(), kb);
   return status_of(cudaGetLastError());
 }
 
