@@ -18,6 +18,7 @@ when a plot the page shows is missing; it needs only the standard library. Writi
 matplotlib (python3-matplotlib, the `plot` group of scripts/packages.txt).
 """
 import argparse
+import datetime
 import difflib
 import json
 import math
@@ -107,15 +108,12 @@ def result(data, fname, pattern):
             raise SpecError(f"{fname}: {names[0]} failed: {r.get('error_message', '')}")
     med = [r for r in rows if r.get("run_type") == "aggregate" and r.get("aggregate_name") == "median"]
     if med:
-        row = dict(med[0])
-        row["_n"] = row.get("repetitions", 1)
-        return row
+        return med[0]
     its = [r for r in rows if r.get("run_type", "iteration") == "iteration"]
     row = dict(its[0])
     for k, v in its[0].items():
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             row[k] = median([r[k] for r in its if k in r])
-    row["_n"] = len(its)
     return row
 
 
@@ -157,11 +155,6 @@ def target_met(t, v):
     raise SpecError(f"target {t} has neither min nor max")
 
 
-def scale_of(t):
-    """Scale a target's values are written in: percent targets say so."""
-    return 100.0 if t.get("percent") else 1.0
-
-
 # ---- one area ----------------------------------------------------------------------------------
 
 
@@ -174,41 +167,56 @@ def evaluate(area, cache):
         if fname not in files:
             raise SpecError(f"area {area['name']}: row {spec['label']!r} reads {fname}, not in its data")
         row = result(load(fname, cache), fname, spec["name"])
-        e = {"spec": spec, "row": row, "file": fname, "peer": None, "targets": []}
-        if "peer" in spec:
-            p = spec["peer"]
+        e = {"spec": spec, "row": row, "file": fname, "peers": [], "targets": []}
+        for p in spec.get("peers", []):
             pf = p.get("file", fname)
+            if pf not in files:
+                raise SpecError(f"area {area['name']}: peer {p['label']!r} reads {pf}, not in its data")
             prow = result(load(pf, cache), pf, p["name"])
-            e["peer"] = {"spec": p, "row": prow, "ratio": value(prow, "time") / value(row, "time")}
+            e["peers"].append({"spec": p, "row": prow, "ratio": value(prow, "time") / value(row, "time")})
         for t in spec.get("targets", []):
             if t.get("on") == "peer":
-                if e["peer"] is None:
+                if not e["peers"]:
                     raise SpecError(f"row {spec['label']!r}: a peer target needs a peer")
-                v = e["peer"]["ratio"]
+                v = e["peers"][0]["ratio"]  # the first peer is the one the target names
             else:
-                v = value(row, t["counter"]) * scale_of(t)
+                v = value(row, t["counter"])
             e["targets"].append({"spec": t, "value": v, "met": target_met(t, v)})
         out.append(e)
     return out
 
 
+def utc(date):
+    """Google Benchmark's local ISO date as 'YYYY-MM-DD HH:MM' UTC."""
+    try:
+        d = datetime.datetime.fromisoformat(date)
+    except ValueError:
+        return date or "undated"
+    if d.tzinfo is not None:
+        d = d.astimezone(datetime.timezone.utc)
+    return d.strftime("%Y-%m-%d %H:%M")
+
+
 def header(area, cache):
-    """Date, commit and command of each JSON the area reads."""
-    lines = []
+    """Date, commit, load and command of the area's JSON files; files of one command share a
+    heading."""
+    groups = {}
     for fname in area["data"]:
         ctx = load(fname, cache).get("context", {})
-        date = ctx.get("date", "")[:16].replace("T", " ")
-        commit = ctx.get("commit", "not recorded")
-        cmd = ctx.get("command", "not recorded")
-        reps = sorted({r.get("repetitions", 1) for r in load(fname, cache)["benchmarks"]})
-        rep = f", {reps[-1]} repetitions (medians)" if reps and reps[-1] > 1 else ""
-        lines.append(f"[`{fname}`](performance/data/{fname}): {date}, commit {commit}, "
-                     f"{ctx.get('num_cpus', '?')} CPUs{rep}:")
-        lines.append("")
-        lines.append("```sh")
-        lines.append(cmd)
-        lines.append("```")
-        lines.append("")
+        key = (ctx.get("commit", "not recorded"), ctx.get("command", "not recorded"))
+        groups.setdefault(key, []).append((fname, ctx))
+    lines = []
+    for (commit, cmd), members in groups.items():
+        links = ", ".join(f"[`{f}`](performance/data/{f})" for f, _ in members)
+        dates = sorted(utc(c.get("date", "")) for _, c in members)
+        when = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1][11:]}"
+        loads = [(c.get("load_avg") or [float("nan")])[0] for _, c in members]
+        busy = f"{loads[0]:.1f}" if len(loads) == 1 else f"{min(loads):.1f}–{max(loads):.1f}"
+        reps = max(r.get("repetitions", 1) for f, _ in members for r in cache[f]["benchmarks"])
+        rep = f", medians of {reps} repetitions" if reps > 1 else ""
+        cpus = members[0][1].get("num_cpus", "?")
+        lines += [f"{links}: {when} UTC, commit {commit}, {cpus} CPUs, load average {busy}{rep}:", "",
+                  "```sh", cmd, "```", ""]
     return lines
 
 
@@ -218,26 +226,33 @@ def figure(e):
 
 
 def peer_cell(e):
-    p = e["peer"]
-    if p is None:
+    """Each peer's time and the row's speedup over it (peer time ÷ row time)."""
+    if not e["peers"]:
         return "—"
-    ps = p["spec"]
-    cell = f"{ps['label']} {fmt_ms(value(p['row'], 'time'))}: {sig(p['ratio'])}× " + \
-        ("faster" if p["ratio"] >= 1 else "slower") if ps.get("speed", True) else ps["label"]
-    for t in e["targets"]:
-        if t["spec"].get("on") == "peer":
-            cell += f" (target {target_text(t['spec'])}: {'met' if t['met'] else '**not met**'})"
-    return cell
+    cells = []
+    for p in e["peers"]:
+        cells.append(f"{p['spec']['label']} {fmt_ms(value(p['row'], 'time'))}: speedup {sig(p['ratio'])}×")
+    return "; ".join(cells)
+
+
+def target_cell(e):
+    return "; ".join(target_text(t["spec"]) for t in e["targets"]) or "none (reported)"
 
 
 def met_cell(e):
-    own = [t for t in e["targets"] if t["spec"].get("on") != "peer"]
-    if not own:
+    """met, or which target is not met and, for a target on the row's own figure, why."""
+    if not e["targets"]:
         return "—"
-    if all(t["met"] for t in own):
+    missed = [t for t in e["targets"] if not t["met"]]
+    if not missed:
         return "met"
+    cell = "**not met**"
+    if len(e["targets"]) > 1:
+        cell += " (" + "; ".join(target_text(t["spec"]) for t in missed) + ")"
     why = e["spec"].get("why_not")
-    return "**not met**" + (f": {why}" if why else "")
+    if why and any(t["spec"].get("on") != "peer" for t in missed):
+        cell += f": {why}"
+    return cell
 
 
 def table(area, cache):
@@ -246,9 +261,7 @@ def table(area, cache):
     lines.append("| measured | figure | target | met | peer |")
     lines.append("|---|---|---|---|---|")
     for e in es:
-        own = [t for t in e["targets"] if t["spec"].get("on") != "peer"]
-        tgt = "; ".join(target_text(t["spec"]) for t in own) or e["spec"].get("target_note", "none (reported)")
-        lines.append(f"| {e['spec']['label']} | {figure(e)} | {tgt} | {met_cell(e)} | {peer_cell(e)} |")
+        lines.append(f"| {e['spec']['label']} | {figure(e)} | {target_cell(e)} | {met_cell(e)} | {peer_cell(e)} |")
     for plot in area.get("plots", []):
         lines.append("")
         lines.append(f"![{plot['title']}](performance/{plot['file']})")
@@ -258,10 +271,13 @@ def table(area, cache):
 # ---- plots -------------------------------------------------------------------------------------
 
 
-def draw(area, es, plot):
+def draw(area, es, plot, cache):
     """A bar per row that shows plot['counter'], the row's target as a tick over its bar."""
-    import matplotlib
-
+    try:
+        import matplotlib
+    except ImportError:
+        fail("writing the plots needs matplotlib (apt-get install python3-matplotlib, the `plot` group "
+             "of scripts/packages.txt); --no-plots rewrites the tables only")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -284,7 +300,9 @@ def draw(area, es, plot):
     ax.set_xticks(range(len(picked)))
     ax.set_xticklabels(labels, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel(plot.get("ylabel", counter))
-    ax.set_title(plot["title"], fontsize=10)
+    ctx = cache[area["data"][0]].get("context", {})
+    ax.set_title(f"{plot['title']}\n{utc(ctx.get('date', ''))} UTC, commit {ctx.get('commit', 'not recorded')}",
+                 fontsize=9)
     ax.grid(axis="y", alpha=0.3)
     fig.text(0.99, 0.01, "green: target met, red: not met, black tick: target", ha="right",
              fontsize=7, color="#555555")
@@ -306,7 +324,7 @@ def render(text, spec, cache, plots):
         lines, es = table(area, cache)
         if plots:
             for plot in area.get("plots", []):
-                draw(area, es, plot)
+                draw(area, es, plot, cache)
         text = text[: i + len(begin)] + "\n" + "\n".join(lines) + "\n" + text[j:]
     return text
 
@@ -336,7 +354,7 @@ def cmd_report(args):
     if new != old:
         with open(args.doc, "w") as f:
             f.write(new)
-    print("wrote docs/performance.md" + ("" if args.no_plots else " and its plots"))
+    print(f"wrote {os.path.relpath(args.doc)}" + ("" if args.no_plots else " and its plots"))
     return 0
 
 
