@@ -214,8 +214,10 @@ def header(area, cache):
         busy = f"{loads[0]:.1f}" if len(loads) == 1 else f"{min(loads):.1f}–{max(loads):.1f}"
         reps = max(r.get("repetitions", 1) for f, _ in members for r in cache[f]["benchmarks"])
         rep = f", medians of {reps} repetitions" if reps > 1 else ""
-        cpus = members[0][1].get("num_cpus", "?")
-        lines += [f"{links}: {when} UTC, commit {commit}, {cpus} CPUs, load average {busy}{rep}:", "",
+        cpus = members[0][1].get("num_cpus", 0)
+        loaded = f" (**loaded**: other jobs shared the {cpus} CPUs, figures fall below a quiet run's)" \
+            if cpus and max(loads) > cpus else ""
+        lines += [f"{links}: {when} UTC, commit {commit}, {cpus} CPUs, load average {busy}{loaded}{rep}:", "",
                   "```sh", cmd, "```", ""]
     return lines
 
@@ -304,7 +306,7 @@ def draw(area, es, plot, cache):
     ax.set_title(f"{plot['title']}\n{utc(ctx.get('date', ''))} UTC, commit {ctx.get('commit', 'not recorded')}",
                  fontsize=9)
     ax.grid(axis="y", alpha=0.3)
-    fig.text(0.99, 0.01, "green: target met, red: not met, black tick: target", ha="right",
+    fig.text(0.99, 0.01, "green: target met, red: not met, black tick: the target, grey: no target on this figure", ha="right",
              fontsize=7, color="#555555")
     fig.tight_layout()
     fig.savefig(os.path.join(PLOTS, plot["file"]), metadata={"Software": None})
