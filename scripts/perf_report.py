@@ -37,8 +37,8 @@ PLOTS = os.path.join(ROOT, "docs", "performance")
 
 TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
 
-# How a counter is written in a figure: (format of the value, unit). Unknown counters are written
-# as "`name` value".
+# How a counter is written in a figure: (format of the scaled value, unit, scale). Unknown
+# counters are written as "`name` value".
 COUNTERS = {
     "bytes_per_second": ("{:.1f}", "GB/s", 1e-9),
     "items_per_second": ("{:.3g}", "G items/s", 1e-9),
