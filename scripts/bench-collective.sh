@@ -57,7 +57,8 @@ run_mpi() {
 # Each JSON's context records the commit and this command line (docs/performance.md names both).
 cmd=(scripts/bench-collective.sh "$@")
 for v in FILTER_MPI FILTER_ZMQ SKIP_MPI RANKS RATES; do if [[ -n ${!v:-} ]]; then cmd=("$v=${!v}" "${cmd[@]}"); fi; done
-stamp() { python3 "$here/perf_report.py" stamp "$1" -- "${cmd[@]}"; }
+commit=$(python3 "$here/perf_report.py" commit)
+stamp() { python3 "$here/perf_report.py" stamp "$1" --commit "$commit" -- "${cmd[@]}"; }
 
 for rate in $rates; do
   export NETNS_RATE=$rate

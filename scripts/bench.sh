@@ -24,13 +24,14 @@ if [[ $area == cuda ]] && ! { { command -v nvcc || [ -x /usr/local/cuda/bin/nvcc
   exit 0
 fi
 sluice_install build core engines test bench torch
+commit=$(python3 scripts/perf_report.py commit)  # before the build: the code the JSON measures
 cmake --preset release -DSLUICE_BUILD_BENCH=ON >/dev/null
 cmake --build --preset release -j "$(sluice_jobs)" --target "bench_$area"
 mkdir -p build/bench
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 export OMP_PROC_BIND=${OMP_PROC_BIND:-close}
 "./build/release/bench/bench_$area" --benchmark_out="build/bench/$area.json" --benchmark_out_format=json "$@"
-python3 scripts/perf_report.py stamp "build/bench/$area.json" -- scripts/bench.sh "$area" "$@"
+python3 scripts/perf_report.py stamp "build/bench/$area.json" --commit "$commit" -- scripts/bench.sh "$area" "$@"
 python3 scripts/perf_report.py table "build/bench/$area.json" > "build/bench/$area.md"
 echo "wrote build/bench/$area.json and build/bench/$area.md"
 if [ "$area" = solver ]; then echo "trace: build/bench/solver_trace.{json,tsv}; plot it with scripts/plot_solver.sh"; fi

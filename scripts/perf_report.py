@@ -4,7 +4,9 @@
   scripts/perf_report.py [--check] [--no-plots]   rewrite (or, with --check, compare) the tables
                                                   between <!-- perf:begin AREA --> and
                                                   <!-- perf:end AREA --> and the plots
-  scripts/perf_report.py stamp FILE -- CMD...     record the commit and the command in FILE's
+  scripts/perf_report.py commit                   HEAD's short hash (-dirty: code changed)
+  scripts/perf_report.py stamp FILE [--commit C] -- CMD...
+                                                  record the commit and the command in FILE's
                                                   context (scripts/bench.sh does this)
   scripts/perf_report.py table FILE [--filter RE] every row of one Google Benchmark JSON as a
                                                   markdown table (medians when there are
@@ -360,19 +362,23 @@ def cmd_report(args):
     return 0
 
 
-def cmd_stamp(args):
-    """Adds the commit (with -dirty when the code measured has uncommitted changes) and the
-    command line to a Google Benchmark JSON's context."""
-    cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
+def head_commit():
+    """HEAD's short hash, with -dirty when the code a benchmark measures has uncommitted changes."""
     git = ["git", "-C", ROOT]
     commit = subprocess.run(git + ["rev-parse", "--short=7", "HEAD"], capture_output=True, text=True).stdout.strip()
     dirty = subprocess.run(git + ["status", "--porcelain", "--", "include", "bench", "cmake", "CMakeLists.txt"],
                            capture_output=True, text=True).stdout.strip()
+    return (commit or "unknown") + ("-dirty" if dirty else "")
+
+
+def cmd_stamp(args):
+    """Adds the commit (--commit, taken when the benchmark was built; default: HEAD now) and the
+    command line to a Google Benchmark JSON's context."""
     with open(args.file) as f:
         data = json.load(f)
     ctx = data.setdefault("context", {})
-    ctx["commit"] = (commit or "unknown") + ("-dirty" if dirty else "")
-    ctx["command"] = shlex.join(cmd)
+    ctx["commit"] = args.commit or head_commit()
+    ctx["command"] = shlex.join(args.command)
     with open(args.file, "w") as f:
         json.dump(data, f, indent=2)
         f.write("\n")
@@ -415,12 +421,21 @@ def cmd_table(args):
 
 
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "commit":
+        print(head_commit())
+        return 0
     if len(sys.argv) > 1 and sys.argv[1] in ("stamp", "table"):
         ap = argparse.ArgumentParser(prog="perf_report.py " + sys.argv[1])
         ap.add_argument("file")
         if sys.argv[1] == "stamp":
-            ap.add_argument("command", nargs=argparse.REMAINDER, help="-- the command that made FILE")
-            return cmd_stamp(ap.parse_args(sys.argv[2:]))
+            ap.add_argument("--commit", help="the commit the benchmark was built from (default: HEAD now)")
+            rest = sys.argv[2:]
+            cut = rest.index("--") if "--" in rest else len(rest)
+            args = ap.parse_args(rest[:cut])
+            args.command = rest[cut + 1:]
+            if not args.command:
+                ap.error("the command that made FILE goes after --")
+            return cmd_stamp(args)
         ap.add_argument("--filter")
         return cmd_table(ap.parse_args(sys.argv[2:]))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
