@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <type_traits>
 
 #include <sluice/core/element.hpp>
@@ -68,23 +69,71 @@ struct codec_traits {
   }();
 };
 
+/// How decode_into writes `dense`: overwrite every element, or add the decoded values into it
+/// (aggregation). Tag types, so a codec picks its loop at compile time, never per element.
+struct overwrite_t {
+  static constexpr bool accumulates = false;
+};
+struct accumulate_t {
+  static constexpr bool accumulates = true;
+};
+inline constexpr overwrite_t overwrite{};    ///< decode_into replaces every element of `dense`
+inline constexpr accumulate_t accumulate{};  ///< decode_into adds into `dense`
+
+/// overwrite_t or accumulate_t.
+template <class M>
+concept DecodeMode = std::same_as<M, overwrite_t> || std::same_as<M, accumulate_t>;
+
 /// A codec for element type T (float, Eigen::half or Eigen::bfloat16).
 ///  - max_encoded_bytes(n): exact upper bound on the frame size for n elements; caller sizes `out`.
 ///  - encode(in, ctx, ws, out): validates, writes one frame, returns its size. Throws
 ///    errc::invalid_argument for bad policy values and errc::size_mismatch for a short `out`, before
 ///    writing anything.
-///  - decode(msg, ctx, ws, dense): validates the whole frame first (errc::malformed_message), then
-///    overwrites every element of `dense`.
-///  - decode_add(msg, ctx, ws, dense): as decode, but adds into `dense` (aggregation).
+///  - decode_into(msg, ctx, ws, dense, mode): validates the whole frame first
+///    (errc::malformed_message), then overwrites every element of `dense` (mode overwrite) or adds
+///    into it (mode accumulate). Callers write sluice::decode / sluice::decode_add
+///    (compress/decode.hpp), which name the mode.
+/// Optional members a codec may offer (detected, never required):
+///  - `static constexpr codec_strength<C, V> strength{...}`: the one number warm-up moves
+///    (feedback/warmup.hpp); a codec without it cannot be warmed up.
+///  - `encode_compensated(grad, residual, ctx, ws, out)`: a fused error-feedback path
+///    (feedback/residual.hpp): c = grad + residual and encode(c) in one pass, leaving
+///    residual = c - decode(encode(c)), bit for bit what the unfused composition leaves.
 template <class C, class T = float>
 concept Codec = Element<T> && std::regular<C> && std::derived_from<typename C::codec_concept, codec_tag> &&
     requires(C const& c, std::size_t n, std::span<T const> in, encode_context const& ctx, codec_workspace<C, T>& ws,
              std::span<std::byte> out, std::span<std::byte const> msg, std::span<T> dense) {
   { c.max_encoded_bytes(n) } -> std::same_as<std::size_t>;
   { c.encode(in, ctx, ws, out) } -> std::same_as<std::size_t>;
-  c.decode(msg, ctx, ws, dense);
-  c.decode_add(msg, ctx, ws, dense);
+  c.decode_into(msg, ctx, ws, dense, overwrite);
+  c.decode_into(msg, ctx, ws, dense, accumulate);
 };
+
+/// The one number warm-up moves in a codec, declared by the codec itself:
+///   static constexpr codec_strength<top_k, double> strength{&top_k::ratio, "fraction kept", 0.25};
+/// An integral member (bits, levels, rank) takes the ramp's values rounded to nearest.
+template <class C, class V>
+struct codec_strength {
+  V C::*member;           ///< the policy field warm-up moves
+  std::string_view unit;  ///< what the number counts, for messages ("fraction kept", "bits")
+  double warm_start = 0;  ///< where a ramp with warmup::start == 0 begins, in the member's unit
+  bool relative = false;  ///< warm_start multiplies the codec's own strength (PowerSGD: 4x its rank)
+};
+
+namespace detail {
+template <class C, class S>
+inline constexpr bool is_codec_strength = false;
+template <class C, class V>
+inline constexpr bool is_codec_strength<C, codec_strength<C, V> const> = true;
+}  // namespace detail
+
+/// A codec that declares its strength (`static constexpr codec_strength<C, V> strength`), so a
+/// warm-up schedule can ramp it. Codecs without one (identity, cast, sign) cannot be warmed up.
+template <class C>
+concept WarmableCodec = requires {
+  C::strength;
+}
+&&detail::is_codec_strength<C, decltype(C::strength)>;
 
 /// A codec whose frames also decode to a sparse tensor (indices + values), for sparse
 /// aggregation and sparse optimizer steps without a dense round trip.

@@ -10,9 +10,7 @@
 
 #include <sluice/compress/concepts.hpp>
 #include <sluice/core/element.hpp>
-#include <sluice/feedback/detail/kernels.hpp>
 #include <sluice/feedback/state.hpp>
-#include <sluice/feedback/warmup.hpp>
 #include <sluice/feedback/workspace.hpp>
 
 namespace sluice {
@@ -47,19 +45,5 @@ concept FeedbackFor = Feedback<F> && Codec<C, T> &&
              feedback_workspace<C, T>& ws, std::span<std::byte> out) {
   { f.encode(c, s, grad, ctx, ws, out) } -> std::same_as<std::size_t>;
 };
-
-/// Index of the first NaN or Inf in `grad`, or std::size_t(-1) when every value is finite. One
-/// parallel read pass: a pipeline that wants a whole step skipped atomically under
-/// non_finite_policy::skip_step checks every gradient of the step with it before encoding any.
-template <Element T>
-std::size_t first_non_finite(std::span<T const> grad) {
-  return feedback_detail::first_non_finite_of(grad);
-}
-
-/// The state feedback policy f needs for tensors of these element counts.
-template <Feedback F>
-feedback_state make_state(F const& f, std::span<std::size_t const> extents, std::span<std::string const> names = {}) {
-  return feedback_state(f, extents, names);
-}
 
 }  // namespace sluice
