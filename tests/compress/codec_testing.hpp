@@ -11,7 +11,10 @@
 #include <vector>
 
 #include <sluice/compress/concepts.hpp>
+#include <sluice/compress/context.hpp>
+#include <sluice/compress/decode.hpp>
 #include <sluice/core/error.hpp>
+#include <sluice/core/sparse.hpp>
 #include <sluice/core/wire.hpp>
 
 namespace sluice::test {

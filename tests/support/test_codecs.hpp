@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <sluice/compress/concepts.hpp>
+#include <sluice/compress/context.hpp>
 #include <sluice/core/varint.hpp>
 #include <sluice/core/wire.hpp>
 

@@ -1,6 +1,7 @@
 // The Codec concept: a regular policy value that turns a dense span into one wire frame
 // (core/wire.hpp) and back. Per-tensor mutable state lives in a workspace the caller owns,
-// so codecs stay comparable, printable values the solver can swap between steps.
+// so codecs stay comparable, printable values the solver can swap between steps. Declarations
+// only: the context is defined in compress/context.hpp, sparse_buffer in core/sparse.hpp.
 #pragma once
 
 #include <concepts>
@@ -10,31 +11,19 @@
 #include <string_view>
 #include <type_traits>
 
-#include <sluice/core/element.hpp>
-#include <sluice/core/random.hpp>
-#include <sluice/core/sparse.hpp>
-#include <sluice/core/wire.hpp>
+#include <sluice/core/concepts.hpp>
 
 namespace sluice {
 
 /// Opt-in tag: a codec declares `using codec_concept = codec_tag;`.
 struct codec_tag {};
 
-/// Everything an encode or decode call may need besides the data. Built by the caller per
-/// (tensor, step); cheap to copy. Random codecs draw from stream_key{seed, rank, step, tensor};
-/// codecs with shared randomness use key().shared() so that every rank draws the same numbers.
-struct encode_context {
-  std::uint64_t seed = 0;                ///< job-wide seed
-  std::uint32_t rank = 0;                ///< this rank
-  std::uint64_t step = 0;                ///< training step, written to the frame header
-  std::uint64_t tensor = 0;              ///< tensor or bucket id, written to the frame header
-  std::span<std::size_t const> shape{};  ///< logical shape (low-rank codecs); empty means 1-D
+/// Per-call inputs of encode and decode besides the data (compress/context.hpp).
+struct encode_context;
 
-  /// The random-stream key for this (seed, rank, step, tensor).
-  [[nodiscard]] constexpr stream_key key() const noexcept {
-    return {seed, rank, static_cast<std::uint32_t>(step), static_cast<std::uint32_t>(tensor)};
-  }
-};
+/// Indices + values of a sparse tensor (core/sparse.hpp): what SparseCodec decodes to.
+template <class T, SparseIndex Index>
+class sparse_buffer;
 
 namespace detail {
 template <class C, class T, class = void>
@@ -96,9 +85,13 @@ concept DecodeMode = std::same_as<M, overwrite_t> || std::same_as<M, accumulate_
 /// Optional members a codec may offer (detected, never required):
 ///  - `static constexpr codec_strength<C, V> strength{...}`: the one number warm-up moves
 ///    (feedback/warmup.hpp); a codec without it cannot be warmed up.
-///  - `encode_compensated(grad, residual, ctx, ws, out)`: a fused error-feedback path
-///    (feedback/residual.hpp): c = grad + residual and encode(c) in one pass, leaving
-///    residual = c - decode(encode(c)), bit for bit what the unfused composition leaves.
+///  - `encode_compensated<S>(grad, slice, ctx, ws, out)`: a fused error-feedback path that
+///    feedback/residual.hpp detects: c = grad + residual and the frame of c in one pass, leaving
+///    residual = c - decode(frame), bit for bit what the unfused composition leaves; returns the
+///    frame size. `slice` is the feedback_slice of the call: `buffer<S>(0)` is the residual (S is
+///    float or Eigen::bfloat16, stored through compress/detail/residual.hpp's rounding),
+///    `offset()`, `tensor()` key that rounding, `state().record_non_finite(count)` reports NaN/Inf.
+///    A codec constrains S and T to the combinations it fuses; others take the generic path.
 template <class C, class T = float>
 concept Codec = Element<T> && std::regular<C> && std::derived_from<typename C::codec_concept, codec_tag> &&
     requires(C const& c, std::size_t n, std::span<T const> in, encode_context const& ctx, codec_workspace<C, T>& ws,
@@ -132,15 +125,15 @@ inline constexpr bool is_codec_strength<C, codec_strength<C, V> const> = true;
 template <class C>
 concept WarmableCodec = requires {
   C::strength;
-}
-&&detail::is_codec_strength<C, decltype(C::strength)>;
+  requires detail::is_codec_strength<C, decltype(C::strength)>;
+};
 
 /// A codec whose frames also decode to a sparse tensor (indices + values), for sparse
 /// aggregation and sparse optimizer steps without a dense round trip.
 template <class C, class T = float>
 concept SparseCodec = Codec<C, T> && codec_traits<C>::is_sparse &&
     requires(C const& c, std::span<std::byte const> msg, encode_context const& ctx, codec_workspace<C, T>& ws,
-             sparse_buffer<T>& out) {
+             sparse_buffer<T, std::uint32_t>& out) {
   c.decode_sparse(msg, ctx, ws, out);
 };
 

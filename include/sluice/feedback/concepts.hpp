@@ -1,6 +1,7 @@
 // The Feedback concept: a regular policy value that compensates a gradient with per-tensor state,
 // encodes it with any Codec and updates the state. State lives in feedback_state (outside the
 // value) so policies compare, print and swap like codecs, and state checkpoints on its own.
+// Declarations only: state, slice and workspace are defined in feedback/state.hpp, workspace.hpp.
 #pragma once
 
 #include <concepts>
@@ -9,11 +10,17 @@
 #include <span>
 
 #include <sluice/compress/concepts.hpp>
-#include <sluice/core/element.hpp>
-#include <sluice/feedback/state.hpp>
-#include <sluice/feedback/workspace.hpp>
+#include <sluice/core/concepts.hpp>
 
 namespace sluice {
+
+/// What a feedback policy does with a NaN or Inf gradient (feedback/state.hpp).
+enum class non_finite_policy : std::uint8_t;
+/// The part of a feedback_state one encode call works on (feedback/state.hpp).
+class feedback_slice;
+/// Scratch of feedback policy calls with codec C on T (feedback/workspace.hpp).
+template <class C, class T>
+struct feedback_workspace;
 
 /// Opt-in tag: a feedback policy declares `using feedback_concept = feedback_tag;`.
 struct feedback_tag {};

@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include <sluice/compress/concepts.hpp>
+#include <sluice/compress/context.hpp>
 #include <sluice/core/element.hpp>
 #include <sluice/core/random.hpp>
 

@@ -19,6 +19,7 @@
 #include <sluice/core/random.hpp>
 #include <sluice/feedback/state.hpp>
 #include <sluice/feedback/warmup.hpp>
+#include <sluice/feedback/workspace.hpp>
 
 namespace sluice::feedback_detail {
 
