@@ -36,7 +36,7 @@ std::vector<float> decoded_sum(C const& codec, int world, std::size_t n, collect
       auto const e = detail::encode_ctx(ctx, r, ch.salt(c));
       detail::encode_into(codec, std::span<float const>(g).subspan(ch.begin(c), ch.length(c)), e, ws, msg);
       sluice::decode_add(codec, std::span<std::byte const>(msg), e, ws,
-                       std::span<float>(sum).subspan(ch.begin(c), ch.length(c)));
+                         std::span<float>(sum).subspan(ch.begin(c), ch.length(c)));
     }
   }
   return sum;

@@ -109,8 +109,9 @@ TEST_CASE_TEMPLATE("block_top_k rejects bad values before writing and bad frames
   check_malformed<block_top_k, T>(c, msg, x.size());
   // A decoder with another block size refuses the frame.
   std::vector<T> y(x.size());
-  expect_errc([&] { sluice::decode(block_top_k{.ratio = 0.05}, std::span<std::byte const>(msg), {}, ws, std::span<T>(y)); },
-              sluice::errc::malformed_message);
+  expect_errc(
+      [&] { sluice::decode(block_top_k{.ratio = 0.05}, std::span<std::byte const>(msg), {}, ws, std::span<T>(y)); },
+      sluice::errc::malformed_message);
 }
 
 TEST_CASE("block_top_k prints") {

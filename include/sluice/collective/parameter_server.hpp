@@ -87,7 +87,7 @@ void parameter_server(T& t, Push const& push_codec, Pull const& pull_codec, std:
                                      {.tensor = ctx.tensor, .step = ctx.step, .extent = len}, what, ctx);
       try {
         push_codec.decode_into(msg, detail::encode_ctx(ctx, static_cast<int>(j), 1 + ur), ws.push_decode,
-                              std::span<float>(ws.acc), accumulate);
+                               std::span<float>(ws.acc), accumulate);
       } catch (error const& e) {
         detail::rethrow_with(e, what, ctx, r, static_cast<int>(j));
       }
@@ -108,7 +108,7 @@ void parameter_server(T& t, Push const& push_codec, Pull const& pull_codec, std:
                                  {.tensor = ctx.tensor, .step = ctx.step, .extent = len}, what, ctx);
     try {
       pull_codec.decode_into(detail::frame_of(ws.pull[s]), detail::encode_ctx(ctx, static_cast<int>(s), 1 + ns + s),
-                        ws.pull_decode, out.subspan(b, len), overwrite);
+                             ws.pull_decode, out.subspan(b, len), overwrite);
     } catch (error const& e) {
       detail::rethrow_with(e, what, ctx, r, static_cast<int>(s));
     }
