@@ -107,7 +107,8 @@ concept Codec = Element<T> && std::regular<C> && std::derived_from<typename C::c
 /// An integral member (bits, levels, rank) takes the ramp's values rounded to nearest.
 template <class C, class V>
 struct codec_strength {
-  V C::*member;           ///< the policy field warm-up moves
+  using field = V C::*;   ///< a pointer to a data member of C of type V
+  field member;           ///< the policy field warm-up moves
   std::string_view unit;  ///< what the number counts, for messages ("fraction kept", "bits")
   double warm_start = 0;  ///< where a ramp with warmup::start == 0 begins, in the member's unit
   bool relative = false;  ///< warm_start multiplies the codec's own strength (PowerSGD: 4x its rank)
