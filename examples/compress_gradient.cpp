@@ -35,7 +35,7 @@ bool run(char const* name, Codec const& c, std::vector<float> const& grad, sluic
 
   std::vector<float> dense(n);
   auto const t1 = clock_type::now();
-  c.decode(std::span<std::byte const>(frame.data(), bytes), ctx, ws, std::span<float>(dense));
+  sluice::decode(c, std::span<std::byte const>(frame.data(), bytes), ctx, ws, std::span<float>(dense));
   double const decode_ms = ms_since(t1);
 
   double err = 0, norm = 0;

@@ -54,15 +54,23 @@ run_mpi() {
     "$here/netns-exec-rank.sh" "$bin" --benchmark_filter="$filter_mpi"
 }
 
+# Each JSON's context records the commit and this command line (docs/performance.md names both).
+cmd=(scripts/bench-collective.sh "$@")
+for v in FILTER_MPI FILTER_ZMQ SKIP_MPI RANKS RATES; do if [[ -n ${!v:-} ]]; then cmd=("$v=${!v}" "${cmd[@]}"); fi; done
+commit=$(python3 "$here/perf_report.py" commit)
+stamp() { python3 "$here/perf_report.py" stamp "$1" --commit "$commit" -- "${cmd[@]}"; }
+
 for rate in $rates; do
   export NETNS_RATE=$rate
   netns_down
   netns_up
   echo "== $rate: ZeroMQ ranks"
   run_zmq "$out_dir/collective-$rate-zmq.json"
+  stamp "$out_dir/collective-$rate-zmq.json"
   if [[ "${SKIP_MPI:-0}" != 1 ]] && command -v mpirun > /dev/null; then
     echo "== $rate: MPI ranks"
     run_mpi "$out_dir/collective-$rate-mpi.json"
+    stamp "$out_dir/collective-$rate-mpi.json"
   fi
   netns_down
 done

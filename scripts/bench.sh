@@ -2,6 +2,8 @@
 # scripts/bench.sh AREA [google-benchmark args...]
 # Builds Release and runs bench_AREA (AREA: core, compress, feedback, optim, collective, solver,
 # cuda, ...), writing JSON to build/bench/AREA.json and a markdown table to build/bench/AREA.md.
+# The JSON's context records the commit and this command line (scripts/perf_report.py stamp), so
+# that docs/performance.md, generated from copies in docs/performance/data/, can name both.
 # AREA e2e is scripts/bench-e2e.sh (Fashion-MNIST time to accuracy over shaped links; root).
 # AREA cuda needs nvcc and a GPU and skips (exit 0) without them.
 # AREA shaped-switch runs scripts/shaped_switch.sh (the controller on tbf-shaped links; root).
@@ -22,6 +24,7 @@ if [[ $area == cuda ]] && ! { { command -v nvcc || [ -x /usr/local/cuda/bin/nvcc
   exit 0
 fi
 sluice_install build core engines test bench torch
+commit=$(python3 scripts/perf_report.py commit)  # before the build: the code the JSON measures
 # The default CUDA architectures (sm_80 + sm_90), whatever scripts/test.sh left in the cache.
 cmake --preset release -DSLUICE_BUILD_BENCH=ON -UCMAKE_CUDA_ARCHITECTURES >/dev/null
 cmake --build --preset release -j "$(sluice_jobs)" --target "bench_$area"
@@ -29,6 +32,7 @@ mkdir -p build/bench
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 export OMP_PROC_BIND=${OMP_PROC_BIND:-close}
 "./build/release/bench/bench_$area" --benchmark_out="build/bench/$area.json" --benchmark_out_format=json "$@"
-python3 scripts/bench_table.py "build/bench/$area.json" > "build/bench/$area.md"
+python3 scripts/perf_report.py stamp "build/bench/$area.json" --commit "$commit" -- scripts/bench.sh "$area" "$@"
+python3 scripts/perf_report.py table "build/bench/$area.json" > "build/bench/$area.md"
 echo "wrote build/bench/$area.json and build/bench/$area.md"
 if [ "$area" = solver ]; then echo "trace: build/bench/solver_trace.{json,tsv}; plot it with scripts/plot_solver.sh"; fi

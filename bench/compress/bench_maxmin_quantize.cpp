@@ -34,7 +34,7 @@ void BM_maxmin_dequantize(benchmark::State& state) {
   out.resize(c.encode(std::span<float const>(x), {}, ws, std::span(out)));
   std::vector<float> y(x.size());
   for (auto _ : state) {
-    c.decode(std::span<std::byte const>(out), {}, ws, std::span(y));
+    sluice::decode(c, std::span<std::byte const>(out), {}, ws, std::span(y));
     benchmark::DoNotOptimize(y.data());
   }
   sluice::bench::report(state, x.size(), {.read = static_cast<double>(c.bits) / 8.0, .write = 4});

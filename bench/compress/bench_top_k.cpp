@@ -42,7 +42,7 @@ void BM_top_k_decode_add(benchmark::State& state) {
   msg.resize(c.encode(std::span<float const>(x), {}, ws, std::span(msg)));
   sluice::bench::tensor acc(x.size(), 0.0f);
   for (auto _ : state) {
-    c.decode_add(std::span<std::byte const>(msg), {}, ws, std::span<float>(acc.data(), acc.size()));
+    sluice::decode_add(c, std::span<std::byte const>(msg), {}, ws, std::span<float>(acc.data(), acc.size()));
     benchmark::DoNotOptimize(acc.data());
   }
   // Traffic per element: the message read once, a cache line updated per kept element.

@@ -35,8 +35,8 @@ std::vector<float> decoded_sum(C const& codec, int world, std::size_t n, collect
     for (std::size_t c = 0; c < ch.count; ++c) {
       auto const e = detail::encode_ctx(ctx, r, ch.salt(c));
       detail::encode_into(codec, std::span<float const>(g).subspan(ch.begin(c), ch.length(c)), e, ws, msg);
-      codec.decode_add(std::span<std::byte const>(msg), e, ws,
-                       std::span<float>(sum).subspan(ch.begin(c), ch.length(c)));
+      sluice::decode_add(codec, std::span<std::byte const>(msg), e, ws,
+                         std::span<float>(sum).subspan(ch.begin(c), ch.length(c)));
     }
   }
   return sum;

@@ -11,7 +11,10 @@
 #include <vector>
 
 #include <sluice/compress/concepts.hpp>
+#include <sluice/compress/context.hpp>
+#include <sluice/compress/decode.hpp>
 #include <sluice/core/error.hpp>
+#include <sluice/core/sparse.hpp>
 #include <sluice/core/wire.hpp>
 
 namespace sluice::test {
@@ -43,7 +46,7 @@ template <class T, class C>
 std::vector<T> decode(C const& c, std::vector<std::byte> const& msg, std::size_t n, codec_workspace<C, T>& ws,
                       encode_context const& ctx = {}) {
   std::vector<T> y(n, T(7.0f));
-  c.decode(std::span<std::byte const>(msg), ctx, ws, std::span<T>(y));
+  sluice::decode(c, std::span<std::byte const>(msg), ctx, ws, std::span<T>(y));
   return y;
 }
 
@@ -61,8 +64,8 @@ void check_malformed(C const& c, std::vector<std::byte> const& msg, std::size_t 
   codec_workspace<C, T> ws{};
   std::vector<T> dense(n);
   auto run = [&](std::vector<std::byte> const& m) {
-    c.decode(std::span<std::byte const>(m), ctx, ws, std::span<T>(dense));
-    c.decode_add(std::span<std::byte const>(m), ctx, ws, std::span<T>(dense));
+    sluice::decode(c, std::span<std::byte const>(m), ctx, ws, std::span<T>(dense));
+    sluice::decode_add(c, std::span<std::byte const>(m), ctx, ws, std::span<T>(dense));
     if constexpr (SparseCodec<C, T>) {
       sparse_buffer<T> sb;
       c.decode_sparse(std::span<std::byte const>(m), ctx, ws, sb);
@@ -91,7 +94,7 @@ void check_malformed(C const& c, std::vector<std::byte> const& msg, std::size_t 
   // A valid frame for a different extent is another tensor's message.
   if (n > 0) {
     std::vector<T> other(n - 1);
-    expect_errc([&] { c.decode(std::span<std::byte const>(msg), ctx, ws, std::span<T>(other)); },
+    expect_errc([&] { sluice::decode(c, std::span<std::byte const>(msg), ctx, ws, std::span<T>(other)); },
                 errc::malformed_message);
   }
 }

@@ -77,7 +77,7 @@ TEST_CASE_TEMPLATE("block_top_k round trip: dense, add-into and block sparse", T
     CHECK(y == expect);
 
     std::vector<T> acc(x);
-    c.decode_add(std::span<std::byte const>(msg), {}, ws, std::span<T>(acc));
+    sluice::decode_add(c, std::span<std::byte const>(msg), {}, ws, std::span<T>(acc));
     for (std::size_t i = 0; i < n; ++i)
       if (static_cast<float>(acc[i]) != static_cast<float>(T(static_cast<float>(x[i]) + static_cast<float>(expect[i]))))
         FAIL("decode_add mismatch at " << i);
@@ -109,8 +109,9 @@ TEST_CASE_TEMPLATE("block_top_k rejects bad values before writing and bad frames
   check_malformed<block_top_k, T>(c, msg, x.size());
   // A decoder with another block size refuses the frame.
   std::vector<T> y(x.size());
-  expect_errc([&] { block_top_k{.ratio = 0.05}.decode(std::span<std::byte const>(msg), {}, ws, std::span<T>(y)); },
-              sluice::errc::malformed_message);
+  expect_errc(
+      [&] { sluice::decode(block_top_k{.ratio = 0.05}, std::span<std::byte const>(msg), {}, ws, std::span<T>(y)); },
+      sluice::errc::malformed_message);
 }
 
 TEST_CASE("block_top_k prints") {

@@ -46,7 +46,7 @@ TEST_CASE_TEMPLATE("identity is bit-exact", T, float, Eigen::half, Eigen::bfloat
     CHECK(msg.size() == identity{}.max_encoded_bytes<T>(n));
     CHECK(decode<T>(identity{}, msg, n, ws) == x);
     std::vector<T> acc(n, T(0.0f));
-    identity{}.decode_add(std::span<std::byte const>(msg), {}, ws, std::span<T>(acc));
+    sluice::decode_add(identity{}, std::span<std::byte const>(msg), {}, ws, std::span<T>(acc));
     CHECK(acc == x);
     if (n > 0) check_malformed<identity, T>(identity{}, msg, n);
   }

@@ -79,7 +79,7 @@ TEST_CASE_TEMPLATE("maxmin_quantize round-to-nearest error <= unit/2 everywhere"
         CAPTURE(bucket);
         check_bound(c, x, decode<T>(c, msg, n, ws), 0.5);
         std::vector<T> acc(n, T(0.0f));
-        c.decode_add(std::span<std::byte const>(msg), {}, ws, std::span<T>(acc));
+        sluice::decode_add(c, std::span<std::byte const>(msg), {}, ws, std::span<T>(acc));
         CHECK(acc == decode<T>(c, msg, n, ws));
       }
 }

@@ -31,7 +31,7 @@ void expect_rejected_after(C const& c, std::vector<std::byte> msg, std::size_t n
   reseal(msg);
   std::vector<float> dense(n);
   codec_workspace<C, float> ws{};
-  expect_errc([&] { c.decode(std::span<std::byte const>(msg), ctx, ws, std::span<float>(dense)); },
+  expect_errc([&] { sluice::decode(c, std::span<std::byte const>(msg), ctx, ws, std::span<float>(dense)); },
               errc::malformed_message);
 }
 
@@ -44,14 +44,14 @@ void check_flags_and_identity(C const& c, std::size_t n) {
   codec_workspace<C, float> ws{};
   auto const msg = encode(c, x, ws, ctx);
   std::vector<float> y(n);
-  c.decode(std::span<std::byte const>(msg), ctx, ws, std::span<float>(y));  // the right context decodes
+  sluice::decode(c, std::span<std::byte const>(msg), ctx, ws, std::span<float>(y));  // the right context decodes
   expect_rejected_after(c, msg, n, ctx, [](auto& m) { m[flags_at] = std::byte{0x80}; });
   // The context's step and tensor are checked against the header.
   for (encode_context other : {encode_context{.seed = 3, .step = 12, .tensor = 5, .shape = shape},
                                encode_context{.seed = 3, .step = 11, .tensor = 6, .shape = shape}}) {
-    expect_errc([&] { c.decode(std::span<std::byte const>(msg), other, ws, std::span<float>(y)); },
+    expect_errc([&] { sluice::decode(c, std::span<std::byte const>(msg), other, ws, std::span<float>(y)); },
                 errc::malformed_message);
-    expect_errc([&] { c.decode_add(std::span<std::byte const>(msg), other, ws, std::span<float>(y)); },
+    expect_errc([&] { sluice::decode_add(c, std::span<std::byte const>(msg), other, ws, std::span<float>(y)); },
                 errc::malformed_message);
     if constexpr (SparseCodec<C, float>) {
       sparse_buffer<float> sb;

@@ -186,7 +186,7 @@ TEST_CASE_TEMPLATE("top_k round trip: dense, add-into and sparse", T, float, Eig
     CHECK(y == expect);
 
     std::vector<T> acc(n, T(1.0f));
-    c.decode_add(std::span<std::byte const>(msg), ctx, ws, std::span<T>(acc));
+    sluice::decode_add(c, std::span<std::byte const>(msg), ctx, ws, std::span<T>(acc));
     for (std::size_t i = 0; i < n; ++i)
       CHECK(static_cast<float>(acc[i]) == static_cast<float>(T(1.0f + static_cast<float>(expect[i]))));
 

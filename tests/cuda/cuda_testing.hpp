@@ -44,7 +44,7 @@ inline feedback_reference maxmin_feedback(maxmin_quantize const& c, encode_conte
   for (std::size_t i = 0; i < n; ++i) cv[i] = g[i] + e0[i];
   codec_workspace<maxmin_quantize, float> ws;
   r.frame.resize(c.encode(std::span<float const>(cv), ctx, ws, r.frame));
-  c.decode(std::span<std::byte const>(r.frame), ctx, ws, std::span<float>(d));
+  sluice::decode(c, std::span<std::byte const>(r.frame), ctx, ws, std::span<float>(d));
   for (std::size_t i = 0; i < n; ++i) r.residual[i] = cv[i] - d[i];
   return r;
 }

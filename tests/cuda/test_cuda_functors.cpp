@@ -131,7 +131,7 @@ TEST_CASE("dequantize-add through the functors equals maxmin_quantize::decode_ad
     codec_workspace<maxmin_quantize, float> ws;
     msg.resize(c.encode(std::span<float const>(x), ctx, ws, msg));
     auto ref = normal(n, 3), got = ref;
-    c.decode_add(std::span<std::byte const>(msg), ctx, ws, std::span<float>(ref));
+    sluice::decode_add(c, std::span<std::byte const>(msg), ctx, ws, std::span<float>(ref));
     auto const l = cuda::layout_of(c, n);
     auto const* ranges = msg.data() + l.ranges_offset;
     auto const* levels = reinterpret_cast<std::uint8_t const*>(ranges + l.ranges_bytes);
@@ -273,7 +273,7 @@ TEST_CASE("top-k by threshold (key, tie index) and scatter-add equal top_k::enco
     CHECK(std::memcmp(got.data(), ref.data(), ref.size()) == 0);
 
     auto dense = normal(n, 12), dense_ref = dense;
-    c.decode_add(std::span<std::byte const>(ref), ctx, ws, std::span<float>(dense_ref));
+    sluice::decode_add(c, std::span<std::byte const>(ref), ctx, ws, std::span<float>(dense_ref));
     for (std::size_t j = 0; j < k; ++j) dense[idx[j]] = cuda::scatter_add_element{}(dense[idx[j]], val[j]);
     check_same_bits(dense, dense_ref, "scatter-add");
   }

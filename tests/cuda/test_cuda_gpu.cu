@@ -102,7 +102,7 @@ TEST_CASE("device max-min quantization with fused feedback writes the CPU encode
           sc::check(
               sc::dequantize_add(dd.span(), p, std::span<std::byte const>(payload.data(), payload.size()), nullptr),
               "dequantize_add");
-          c.decode_add(std::span<std::byte const>(cpu), ctx, ws, std::span<float>(dense));
+          sluice::decode_add(c, std::span<std::byte const>(cpu), ctx, ws, std::span<float>(dense));
           same_bits(download(dd.data(), n), dense, "dequantize_add");
         }
 }
@@ -152,7 +152,7 @@ TEST_CASE("device top-k selects the CPU top_k's entries, with and without feedba
         sc::check(sc::scatter_add(dd.span(), std::span<std::uint32_t const>(idx.data(), k),
                                   std::span<float const>(val.data(), k), nullptr),
                   "scatter_add");
-        c.decode_add(std::span<std::byte const>(cpu), ctx, ws, std::span<float>(dense));
+        sluice::decode_add(c, std::span<std::byte const>(cpu), ctx, ws, std::span<float>(dense));
         same_bits(download(dd.data(), n), dense, "scatter_add");
       }
 }

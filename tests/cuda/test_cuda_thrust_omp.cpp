@@ -58,7 +58,7 @@ TEST_CASE("Thrust (OpenMP) fused feedback + max-min quantization equals the CPU 
         auto dense = normal(n, 5), dense_ref = dense;
         codec_workspace<maxmin_quantize, float> ws;
         sc::portable::dequantize_add(thrust::device, dense.data(), n, p, payload.data());
-        c.decode_add(std::span<std::byte const>(ref), ctx, ws, std::span<float>(dense_ref));
+        sluice::decode_add(c, std::span<std::byte const>(ref), ctx, ws, std::span<float>(dense_ref));
         same_bits(dense, dense_ref, "dequantize_add");
       }
 }
@@ -74,7 +74,7 @@ TEST_CASE("Thrust (OpenMP) scatter-add equals top_k::decode_add") {
   sparse_buffer<float> sp;
   c.decode_sparse(std::span<std::byte const>(msg), ctx, ws, sp);
   auto dense = normal(n, 2), dense_ref = dense;
-  c.decode_add(std::span<std::byte const>(msg), ctx, ws, std::span<float>(dense_ref));
+  sluice::decode_add(c, std::span<std::byte const>(msg), ctx, ws, std::span<float>(dense_ref));
   std::vector<std::uint32_t> idx(sp.indices().begin(), sp.indices().end());
   sc::portable::scatter_add(thrust::device, dense.data(), idx.data(), sp.values().data(), idx.size());
   same_bits(dense, dense_ref, "scatter_add");

@@ -11,10 +11,9 @@ struct almost_codec {
                      sluice::codec_workspace<almost_codec, float>&, std::span<std::byte>) const {
     return 0;
   }
-  void decode(std::span<std::byte const>, sluice::encode_context const&, sluice::codec_workspace<almost_codec, float>&,
-              std::span<float>) const {}
-  void decode_add(std::span<std::byte const>, sluice::encode_context const&,
-                  sluice::codec_workspace<almost_codec, float>&, std::span<float>) const {}
+  template <sluice::DecodeMode M>
+  void decode_into(std::span<std::byte const>, sluice::encode_context const&,
+                   sluice::codec_workspace<almost_codec, float>&, std::span<float>, M) const {}
   friend bool operator==(almost_codec const&, almost_codec const&) = default;
 };
 static_assert(sluice::Codec<almost_codec>, "almost_codec must satisfy sluice::Codec");

@@ -58,7 +58,7 @@ double train(problem const& p, F const& f, bool dense, std::size_t steps, float 
     } else {
       sluice::encode_context const ctx{.step = t};
       auto const bytes = f.encode(c, s.slice(0), std::span<float const>(g), ctx, ws, std::span(out));
-      c.decode(std::span<std::byte const>(out.data(), bytes), ctx, ws.codec, std::span<float>(d));
+      sluice::decode(c, std::span<std::byte const>(out.data(), bytes), ctx, ws.codec, std::span<float>(d));
     }
     for (std::size_t j = 0; j < p.n; ++j) x[j] -= lr * d[j];
   }

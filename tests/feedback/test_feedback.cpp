@@ -51,13 +51,31 @@ struct run {
     std::size_t const bytes = f.encode(c, state.slice(0), g, ctx, ws, std::span<std::byte>(out));
     messages.emplace_back(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(bytes));
     if (sum != nullptr && bytes > 0) {
-      auto const cc = state.warmup().apply(c, t);
-      cc.decode(std::span<std::byte const>(out.data(), bytes), ctx, ws.codec, std::span<float>(decoded));
+      C cc = c;  // the codec of step t: ramped when it declares a strength
+      if constexpr (sluice::WarmableCodec<C>) cc = state.warmup().apply(c, t);
+      sluice::decode(cc, std::span<std::byte const>(out.data(), bytes), ctx, ws.codec, std::span<float>(decoded));
       for (std::size_t i = 0; i < n; ++i) (*sum)[i] += decoded[i];
     }
     return bytes;
   }
 };
+
+// A strength declared by a type that is not otherwise a codec: warm-up needs nothing else.
+struct bits_codec {
+  int bits = 4;
+  static constexpr sluice::codec_strength<bits_codec, int> strength{&bits_codec::bits, "bits", 8};
+};
+
+// The fused residual paths are the codecs' own encode_compensated members, found by detection.
+template <class C, class T, class S>
+constexpr bool offers_fused = requires(C const& c, std::span<T const> g, sluice::feedback_slice const& s,
+                                       sluice::encode_context const& ctx, sluice::codec_workspace<C, T>& ws,
+                                       std::span<std::byte> out) {
+  c.template encode_compensated<S>(g, s, ctx, ws, out);
+};
+static_assert(offers_fused<sluice::block_top_k, float, float> && offers_fused<sluice::maxmin_quantize, float, float> &&
+              offers_fused<sluice::maxmin_quantize, Eigen::half, Eigen::bfloat16>);
+static_assert(!offers_fused<sluice::block_top_k, float, Eigen::bfloat16> && !offers_fused<sluice::top_k, float, float>);
 
 }  // namespace
 
@@ -232,9 +250,6 @@ TEST_CASE("warm-up: DGC's exponential ramp, a bits ramp, one mechanism for every
   CHECK(dgc.peak(c).ratio == doctest::Approx(0.25));
   CHECK(sluice::warmup{}.apply(c, 0) == c);
 
-  struct bits_codec {
-    int bits = 4;
-  };
   sluice::warmup const bits{.steps = 4, .start = 8, .shape = sluice::ramp_shape::linear};
   CHECK(bits.apply(bits_codec{}, 0).bits == 8);
   CHECK(bits.apply(bits_codec{}, 1).bits == 7);
@@ -243,7 +258,8 @@ TEST_CASE("warm-up: DGC's exponential ramp, a bits ramp, one mechanism for every
   CHECK(sluice::warmup{.steps = 4}.apply(bits_codec{}, 0).bits == 8);  // start 0: 8 bits
   CHECK(sluice::warmup{.steps = 4}.apply(sluice::qsgd{.levels = 7}, 0).levels == 127);
   CHECK(sluice::warmup{.steps = 4}.apply(sluice::power_sgd{.rank = 2}, 0).rank == 8);
-  CHECK(sluice::warmup{.steps = 4}.apply(sluice::sign{}, 0) == sluice::sign{});  // no strength
+  static_assert(!sluice::WarmableCodec<sluice::sign>);  // no strength: apply does not compile
+  CHECK(sluice::warmup{.steps = 4}.peak(sluice::sign{}) == sluice::sign{});
   CHECK_THROWS_AS(feedback_state().set_warmup({.start = -1}), sluice::error);
 
   // The schedule reaches the encode: early messages carry more values.
@@ -454,7 +470,7 @@ TEST_CASE("public entries take what converts to a span: std::vector for gradient
   std::vector<std::byte> raw(c.max_encoded_bytes(n));
   std::size_t const bytes = c.encode(g, ctx, cw, raw);
   std::vector<float> dense(n, 0.0f);
-  c.decode(std::span<std::byte const>(raw.data(), bytes), ctx, cw, dense);
+  sluice::decode(c, std::span<std::byte const>(raw.data(), bytes), ctx, cw, dense);
   std::size_t kept = 0;
   for (std::size_t i = 0; i < n; ++i)
     if (dense[i] != 0.0f) {

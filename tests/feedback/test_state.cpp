@@ -154,7 +154,7 @@ TEST_CASE("residuals survive a change of bucket plan (per-tensor state, chunked 
       auto const bytes = f.encode(c, s.slice(ch.tensor, ch.offset, ch.count),
                                   std::span<float const>(g).subspan(ch.offset, ch.count), ctx, ws, std::span(out));
       std::vector<float> d(ch.count);
-      c.decode(std::span<std::byte const>(out.data(), bytes), ctx, ws.codec, std::span<float>(d));
+      sluice::decode(c, std::span<std::byte const>(out.data(), bytes), ctx, ws.codec, std::span<float>(d));
       for (std::size_t i = 0; i < ch.count; ++i) {
         total[ch.tensor][ch.offset + i] += g[ch.offset + i];
         sent[ch.tensor][ch.offset + i] += d[i];

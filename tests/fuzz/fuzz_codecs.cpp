@@ -29,11 +29,11 @@ void run(C const& c, std::span<std::byte const> msg, std::size_t n) {
   std::vector<T> dense(n);
   sluice::encode_context const ctx = context_of(msg);
   try {
-    c.decode(msg, ctx, ws, std::span<T>(dense));
+    sluice::decode(c, msg, ctx, ws, std::span<T>(dense));
   } catch (sluice::error const&) {
   }
   try {
-    c.decode_add(msg, ctx, ws, std::span<T>(dense));
+    sluice::decode_add(c, msg, ctx, ws, std::span<T>(dense));
   } catch (sluice::error const&) {
   }
   if constexpr (sluice::SparseCodec<C, T>) {
@@ -92,12 +92,12 @@ void edited(C const& c, std::span<std::uint8_t const> in) {
   std::memcpy(msg.data() + 72, &sum, 8);
   std::vector<T> dense(n);
   try {
-    c.decode(msg, ctx, ws, std::span<T>(dense));
+    sluice::decode(c, msg, ctx, ws, std::span<T>(dense));
   } catch (sluice::error const& e) {
     if (e.code() != sluice::errc::malformed_message) __builtin_trap();
   }
   try {
-    c.decode_add(msg, ctx, ws, std::span<T>(dense));
+    sluice::decode_add(c, msg, ctx, ws, std::span<T>(dense));
   } catch (sluice::error const& e) {
     if (e.code() != sluice::errc::malformed_message) __builtin_trap();
   }

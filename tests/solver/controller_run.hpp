@@ -71,7 +71,7 @@ rank_record controller_run(T& t, solver const& s) {
           codec_workspace<C, float> ws;
           frame.resize(c.max_encoded_bytes(n));
           frame.resize(c.encode(std::span<float const>(acc), ctx, ws, frame));
-          c.decode(frame, ctx, ws, std::span<float>(decoded));
+          sluice::decode(c, frame, ctx, ws, std::span<float>(decoded));
           for (std::size_t i = 0; i < n; ++i) {
             residual[i] = acc[i] - decoded[i];  // error feedback: what was not sent is kept
             sent_sum[i] += decoded[i];
@@ -84,7 +84,7 @@ rank_record controller_run(T& t, solver const& s) {
             std::span<std::byte const> msg = frame;
             if (peer != me) msg = t.recv(peer, message_tag{100}, in, deadline::after(std::chrono::seconds(60)));
             encode_context const pctx{.seed = 1, .rank = static_cast<std::uint32_t>(peer), .step = k, .tensor = 0};
-            c.decode_add(msg, pctx, ws, std::span<float>(agg));
+            sluice::decode_add(c, msg, pctx, ws, std::span<float>(agg));
           }
           for (auto& q : reqs) q.wait(deadline::after(std::chrono::seconds(60)));
         },

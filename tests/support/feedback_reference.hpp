@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include <sluice/compress/concepts.hpp>
+#include <sluice/compress/context.hpp>
 #include <sluice/core/wire.hpp>
 
 namespace sluice::test {
@@ -38,20 +39,16 @@ struct grid_codec {
     w.commit(in.size() * 4);
     return w.finish();
   }
-  template <Element T>
-  void decode(std::span<std::byte const> msg, encode_context const&, codec_workspace<grid_codec, T>&,
-              std::span<T> dense) const {
+  template <Element T, DecodeMode M>
+  void decode_into(std::span<std::byte const> msg, encode_context const&, codec_workspace<grid_codec, T>&,
+                   std::span<T> dense, M) const {
     auto const f = wire::parse(msg, {.extent = dense.size(), .sections = 1});
     std::vector<float> v(dense.size());
     wire::read_array<float>(f.section(0), std::span<float>(v), "grid values");
-    for (std::size_t i = 0; i < dense.size(); ++i) dense[i] = from_float<T>(v[i]);
-  }
-  template <Element T>
-  void decode_add(std::span<std::byte const> msg, encode_context const& ctx, codec_workspace<grid_codec, T>& ws,
-                  std::span<T> dense) const {
-    std::vector<T> d(dense.size());
-    decode(msg, ctx, ws, std::span<T>(d));
-    for (std::size_t i = 0; i < dense.size(); ++i) dense[i] = from_float<T>(to_float(dense[i]) + to_float(d[i]));
+    for (std::size_t i = 0; i < dense.size(); ++i) {
+      T const d = from_float<T>(v[i]);
+      dense[i] = M::accumulates ? from_float<T>(to_float(dense[i]) + to_float(d)) : d;
+    }
   }
 };
 static_assert(Codec<grid_codec, float>);

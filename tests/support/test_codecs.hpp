@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <sluice/compress/concepts.hpp>
+#include <sluice/compress/context.hpp>
 #include <sluice/core/varint.hpp>
 #include <sluice/core/wire.hpp>
 
@@ -33,17 +34,16 @@ struct dense_codec {
     wire::write_array(w, in);
     return w.finish();
   }
-  template <class WS>
-  void decode(std::span<std::byte const> msg, encode_context const&, WS&, std::span<float> dense) const {
+  template <class WS, DecodeMode M>
+  void decode_into(std::span<std::byte const> msg, encode_context const&, WS&, std::span<float> dense, M) const {
     auto f = wire::parse(msg, {.codec = wire::codec_id::identity, .extent = dense.size(), .sections = 1});
-    wire::read_array(f.section(0), dense, "dense_codec values");
-  }
-  template <class WS>
-  void decode_add(std::span<std::byte const> msg, encode_context const&, WS&, std::span<float> dense) const {
-    auto f = wire::parse(msg, {.codec = wire::codec_id::identity, .extent = dense.size(), .sections = 1});
-    auto s = f.section(0);
-    require(s.size() == dense.size() * 4, errc::malformed_message, "dense_codec: values section size");
-    for (std::size_t i = 0; i < dense.size(); ++i) dense[i] += wire::detail::load<float>(s.data() + 4 * i);
+    if constexpr (!M::accumulates) {
+      wire::read_array(f.section(0), dense, "dense_codec values");
+    } else {
+      auto s = f.section(0);
+      require(s.size() == dense.size() * 4, errc::malformed_message, "dense_codec: values section size");
+      for (std::size_t i = 0; i < dense.size(); ++i) dense[i] += wire::detail::load<float>(s.data() + 4 * i);
+    }
   }
 };
 static_assert(Codec<dense_codec>);
@@ -90,18 +90,13 @@ struct sparse_codec {
     wire::decode_sorted_indices(f.section(0), f.head.extent, out.indices());
     wire::read_array(vals, out.values(), "sparse_codec values");
   }
-  void decode(std::span<std::byte const> msg, encode_context const& ctx, workspace<float>& ws,
-              std::span<float> dense) const {
+  template <DecodeMode M>
+  void decode_into(std::span<std::byte const> msg, encode_context const& ctx, workspace<float>& ws,
+                   std::span<float> dense, M) const {
     decode_sparse(msg, ctx, ws, ws.sparse);
     require(ws.sparse.extent() == dense.size(), errc::malformed_message, "sparse_codec: extent");
-    std::fill(dense.begin(), dense.end(), 0.0f);
-    scatter(std::as_const(ws.sparse).view(), dense, false);
-  }
-  void decode_add(std::span<std::byte const> msg, encode_context const& ctx, workspace<float>& ws,
-                  std::span<float> dense) const {
-    decode_sparse(msg, ctx, ws, ws.sparse);
-    require(ws.sparse.extent() == dense.size(), errc::malformed_message, "sparse_codec: extent");
-    scatter(std::as_const(ws.sparse).view(), dense, true);
+    if constexpr (!M::accumulates) std::fill(dense.begin(), dense.end(), 0.0f);
+    scatter(std::as_const(ws.sparse).view(), dense, M::accumulates);
   }
 };
 static_assert(SparseCodec<sparse_codec>);
@@ -142,13 +137,9 @@ struct quant_codec {
     w.commit(n);
     return w.finish();
   }
-  template <class WS>
-  void decode(std::span<std::byte const> msg, encode_context const& ctx, WS& ws, std::span<float> dense) const {
-    std::fill(dense.begin(), dense.end(), 0.0f);
-    decode_add(msg, ctx, ws, dense);
-  }
-  template <class WS>
-  void decode_add(std::span<std::byte const> msg, encode_context const&, WS&, std::span<float> dense) const {
+  template <class WS, DecodeMode M>
+  void decode_into(std::span<std::byte const> msg, encode_context const&, WS&, std::span<float> dense, M) const {
+    if constexpr (!M::accumulates) std::fill(dense.begin(), dense.end(), 0.0f);
     std::size_t const n = dense.size(), nb = (n + bucket - 1) / bucket;
     auto f = wire::parse(msg, {.codec = wire::codec_id::maxmin_quantize, .extent = n, .sections = 2});
     auto sc = f.section(0), q = f.section(1);

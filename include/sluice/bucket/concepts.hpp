@@ -10,7 +10,7 @@
 #include <type_traits>
 #include <utility>
 
-#include <sluice/core/element.hpp>
+#include <sluice/core/concepts.hpp>
 
 namespace sluice {
 

@@ -1,5 +1,6 @@
 // The public surface every collective shares: the per-call context (step, tensor, seed, deadline,
-// tag base) and the encode_context each rank encodes with in a call (the wire protocol).
+// tag base) and the encode_context each rank encodes with in a call (the wire protocol). No
+// concept: collectives are function templates constrained by Transport and Codec.
 #pragma once
 
 #include <chrono>
@@ -9,6 +10,7 @@
 #include <fmt/format.h>
 
 #include <sluice/compress/concepts.hpp>
+#include <sluice/compress/context.hpp>
 #include <sluice/transport/concepts.hpp>
 
 namespace sluice {
@@ -27,33 +29,21 @@ struct collective_context {
   /// for_rank(t.rank()) (part j of a scatter_reduce_allgather with for_rank(t.rank(), 1 + j)):
   /// random codecs regenerate the sender's indices from this context, so another rule decodes
   /// silently wrong. `salt` separates the streams of several encodes of one rank in one call.
-  [[nodiscard]] encode_context for_rank(int rank, std::uint64_t salt = 0) const noexcept;
+  [[nodiscard]] encode_context for_rank(int rank, std::uint64_t salt = 0) const noexcept {
+    std::uint64_t s = seed ^ (salt * 0x9E3779B97F4A7C15ull);
+    s ^= s >> 31;
+    return {.seed = salt == 0 ? seed : s,
+            .rank = static_cast<std::uint32_t>(rank),
+            .step = step,
+            .tensor = tensor,
+            .shape = {}};
+  }
 
   friend bool operator==(collective_context const&, collective_context const&) = default;
 };
 
 /// Tags one collective call may use above its base tag.
 inline constexpr std::uint32_t tags_per_collective = 16;
-
-namespace detail {
-
-/// The encode_context of `ctx` for rank `rank`; `salt` separates the random streams of the several
-/// encodes one rank makes in one call (chunks, phases), while frames keep ctx.tensor and ctx.step.
-inline encode_context encode_ctx(collective_context const& ctx, int rank, std::uint64_t salt = 0) noexcept {
-  std::uint64_t s = ctx.seed ^ (salt * 0x9E3779B97F4A7C15ull);
-  s ^= s >> 31;
-  return {.seed = salt == 0 ? ctx.seed : s,
-          .rank = static_cast<std::uint32_t>(rank),
-          .step = ctx.step,
-          .tensor = ctx.tensor,
-          .shape = {}};
-}
-
-}  // namespace detail
-
-inline encode_context collective_context::for_rank(int rank, std::uint64_t salt) const noexcept {
-  return detail::encode_ctx(*this, rank, salt);
-}
 
 }  // namespace sluice
 

@@ -86,7 +86,7 @@ void hierarchical_allreduce(T& t, Local const& local_codec, Global const& global
     auto const msg = detail::recv_message(t, m, ctx.tag, ws.recv, d, {static_cast<std::uint32_t>(m), 0},
                                           {.tensor = ctx.tensor, .step = ctx.step, .extent = n}, what, ctx);
     try {
-      local_codec.decode_add(msg, detail::encode_ctx(ctx, m), ws.local_decode, std::span<float>(ws.acc));
+      local_codec.decode_into(msg, detail::encode_ctx(ctx, m), ws.local_decode, std::span<float>(ws.acc), accumulate);
     } catch (error const& e) {
       detail::rethrow_with(e, what, ctx, r, m);
     }

@@ -86,8 +86,8 @@ void parameter_server(T& t, Push const& push_codec, Pull const& pull_codec, std:
               : detail::recv_message(t, static_cast<int>(j), ctx.tag, ws.recv[j], d, {static_cast<std::uint32_t>(j), 0},
                                      {.tensor = ctx.tensor, .step = ctx.step, .extent = len}, what, ctx);
       try {
-        push_codec.decode_add(msg, detail::encode_ctx(ctx, static_cast<int>(j), 1 + ur), ws.push_decode,
-                              std::span<float>(ws.acc));
+        push_codec.decode_into(msg, detail::encode_ctx(ctx, static_cast<int>(j), 1 + ur), ws.push_decode,
+                               std::span<float>(ws.acc), accumulate);
       } catch (error const& e) {
         detail::rethrow_with(e, what, ctx, r, static_cast<int>(j));
       }
@@ -107,8 +107,8 @@ void parameter_server(T& t, Push const& push_codec, Pull const& pull_codec, std:
       (void)detail::recv_message(t, static_cast<int>(s), ctx.tag + 1, ws.pull[s], d, {static_cast<std::uint32_t>(s), 0},
                                  {.tensor = ctx.tensor, .step = ctx.step, .extent = len}, what, ctx);
     try {
-      pull_codec.decode(detail::frame_of(ws.pull[s]), detail::encode_ctx(ctx, static_cast<int>(s), 1 + ns + s),
-                        ws.pull_decode, out.subspan(b, len));
+      pull_codec.decode_into(detail::frame_of(ws.pull[s]), detail::encode_ctx(ctx, static_cast<int>(s), 1 + ns + s),
+                             ws.pull_decode, out.subspan(b, len), overwrite);
     } catch (error const& e) {
       detail::rethrow_with(e, what, ctx, r, static_cast<int>(s));
     }

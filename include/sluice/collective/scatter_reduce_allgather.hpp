@@ -86,8 +86,8 @@ void scatter_reduce_allgather_parts(T& t, C const& codec, std::span<float> out, 
   };
   auto add = [&](std::size_t j) {
     try {
-      codec.decode_add(detail::frame_of(ws.recv[j]), ctx.for_rank(static_cast<int>(j), 1 + ur), ws.decode,
-                       std::span<float>(ws.acc));
+      codec.decode_into(detail::frame_of(ws.recv[j]), ctx.for_rank(static_cast<int>(j), 1 + ur), ws.decode,
+                        std::span<float>(ws.acc), accumulate);
     } catch (error const& e) {
       detail::rethrow_with(e, what, ctx, r, static_cast<int>(j));
     }
@@ -119,8 +119,8 @@ void scatter_reduce_allgather_parts(T& t, C const& codec, std::span<float> out, 
       [&](std::size_t j) {
         auto const [b, len] = range(j);
         try {
-          codec.decode(detail::frame_of(ws.final[j]), ctx.for_rank(static_cast<int>(j), 1 + w + j), ws.decode,
-                       out.subspan(b, len));
+          codec.decode_into(detail::frame_of(ws.final[j]), ctx.for_rank(static_cast<int>(j), 1 + w + j), ws.decode,
+                            out.subspan(b, len), overwrite);
         } catch (error const& e) {
           detail::rethrow_with(e, what, ctx, r, static_cast<int>(j));
         }

@@ -220,8 +220,8 @@ std::size_t allgather_sum_dense(T& t, C const& codec, std::span<float> out, coll
       },
       [&](std::size_t j) {
         try {
-          codec.decode_add(detail::frame_of(ws.messages[j]), detail::encode_ctx(ctx, static_cast<int>(j), salt),
-                           ws.decode, out);
+          codec.decode_into(detail::frame_of(ws.messages[j]), detail::encode_ctx(ctx, static_cast<int>(j), salt),
+                            ws.decode, out, accumulate);
         } catch (error const& e) {
           detail::rethrow_with(e, what, ctx, t.rank(), static_cast<int>(j));
         }

@@ -4,6 +4,8 @@
 #include <sluice/compress/block_top_k.hpp>
 #include <sluice/compress/cast.hpp>
 #include <sluice/compress/concepts.hpp>
+#include <sluice/compress/context.hpp>
+#include <sluice/compress/decode.hpp>
 #include <sluice/compress/identity.hpp>
 #include <sluice/compress/maxmin_quantize.hpp>
 #include <sluice/compress/power_sgd.hpp>

@@ -13,15 +13,14 @@
 #include <type_traits>
 #include <vector>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#include <xmmintrin.h>
-#endif
-
 #include <fmt/format.h>
 
+#include <sluice/compress/block_score.hpp>
 #include <sluice/compress/concepts.hpp>
+#include <sluice/compress/decode.hpp>
+#include <sluice/compress/detail/block_score.hpp>
 #include <sluice/compress/detail/common.hpp>
+#include <sluice/compress/detail/fused_block.hpp>
 #include <sluice/compress/detail/select.hpp>
 #include <sluice/config.hpp>
 #include <sluice/core/parallel.hpp>
@@ -29,93 +28,6 @@
 #include <sluice/core/varint.hpp>
 
 namespace sluice {
-
-/// How a block is scored.
-enum class block_score : std::uint8_t {
-  l1 = 0,  ///< sum of |x|
-  l2 = 1,  ///< sum of x^2 (ranks like the L2 norm)
-};
-
-namespace compress_detail {
-
-/// Score of one block of `len` elements, in a fixed order so every build and thread count agrees:
-/// four lane sums (lane = offset mod 4, each accumulated left to right from 0), combined as
-/// (lane0 + lane1) + (lane2 + lane3).
-template <block_score S, Element T>
-inline float block_score_of(T const* SLUICE_RESTRICT x, std::size_t len) noexcept {
-  float lane[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  std::size_t e = 0;
-  for (; e + 4 <= len; e += 4)
-    for (std::size_t j = 0; j < 4; ++j) {
-      float const v = to_float(x[e + j]);
-      lane[j] += S == block_score::l1 ? std::abs(v) : v * v;
-    }
-  for (std::size_t j = 0; e + j < len; ++j) {
-    float const v = to_float(x[e + j]);
-    lane[j] += S == block_score::l1 ? std::abs(v) : v * v;
-  }
-  return (lane[0] + lane[1]) + (lane[2] + lane[3]);
-}
-
-#if defined(__SSE2__)
-/// Scores of four consecutive 16-float blocks at once, bit-identical to block_score_of: each
-/// block's four lane sums in one vector, then a 4x4 transpose so the final (l0 + l1) + (l2 + l3)
-/// of all four blocks is two vector adds and one store (the per-block horizontal sum was the cost
-/// of the scoring pass).
-template <block_score S>
-inline void score4_f32(float const* SLUICE_RESTRICT x, float* SLUICE_RESTRICT out) noexcept {
-  __m128 const magnitude = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
-  auto term = [&](float const* p) {
-    __m128 const v = _mm_loadu_ps(p);
-    return S == block_score::l1 ? _mm_and_ps(v, magnitude) : _mm_mul_ps(v, v);
-  };
-  __m128 t0, t1, t2, t3;
-  __m128* t[4] = {&t0, &t1, &t2, &t3};
-  for (int b = 0; b < 4; ++b) {
-    float const* y = x + 16 * b;
-    *t[b] = _mm_add_ps(_mm_add_ps(_mm_add_ps(term(y), term(y + 4)), term(y + 8)), term(y + 12));
-  }
-  _MM_TRANSPOSE4_PS(t0, t1, t2, t3);  // t_j = lane sum j of blocks 0..3
-  _mm_storeu_ps(out, _mm_add_ps(_mm_add_ps(t0, t1), _mm_add_ps(t2, t3)));
-}
-#endif
-
-/// Scores every block of `in` (block size B, last block partial) into `scores`, in parallel.
-template <block_score S, std::size_t FixedB, Element T>
-void score_blocks_as(std::span<T const> in, std::size_t B, std::span<float> scores) {
-  std::size_t const n = in.size(), nb = scores.size();
-  std::size_t const full = n / B;
-  parallel_chunks(nb, std::size_t{1} << 12, [&](std::size_t b, std::size_t e, int) {
-    T const* SLUICE_RESTRICT x = in.data();
-    float* SLUICE_RESTRICT s = scores.data();
-    std::size_t const fe = std::min(e, full);
-    std::size_t j = b;
-#if defined(__SSE2__)
-    if constexpr (FixedB == 16 && std::is_same_v<T, float>)
-      for (; j + 4 <= fe; j += 4) score4_f32<S>(x + j * 16, s + j);
-#endif
-    for (; j < fe; ++j) {
-      if constexpr (FixedB != 0)
-        s[j] = block_score_of<S>(x + j * FixedB, FixedB);
-      else
-        s[j] = block_score_of<S>(x + j * B, B);
-    }
-    for (j = std::max(b, full); j < e; ++j) s[j] = block_score_of<S>(x + j * B, n - j * B);
-  });
-}
-
-/// Scores every block of `in` into `scores` (size ceil(n / B)).
-template <Element T>
-void score_blocks(std::span<T const> in, std::size_t B, block_score score, std::span<float> scores) {
-  if (score == block_score::l1) {
-    if (B == 16) return score_blocks_as<block_score::l1, 16>(in, B, scores);
-    return score_blocks_as<block_score::l1, 0>(in, B, scores);
-  }
-  if (B == 16) return score_blocks_as<block_score::l2, 16>(in, B, scores);
-  return score_blocks_as<block_score::l2, 0>(in, B, scores);
-}
-
-}  // namespace compress_detail
 
 /// Keeps the b = min(ceil(k / block), ceil(n / block)) blocks with the largest score, k =
 /// keep_count(ratio, n) = ceil(ratio * n); ties go to the lower block; a NaN score ranks first.
@@ -126,7 +38,9 @@ struct block_top_k {
   using codec_concept = codec_tag;
   static constexpr bool is_sparse = true;
 
-  double ratio = 0.01;                  ///< fraction of elements kept, in (0, 1]
+  double ratio = 0.01;  ///< fraction of elements kept, in (0, 1]
+  /// Warm-up moves the ratio, from DGC's 25 % density (Lin et al. 2018).
+  static constexpr codec_strength<block_top_k, double> strength{&block_top_k::ratio, "fraction kept", 0.25};
   std::size_t block = 16;               ///< elements per block, in [1, 65536]; 16 floats = one cache line
   block_score score = block_score::l1;  ///< block ranking
 
@@ -225,18 +139,41 @@ struct block_top_k {
     return write(in, ctx, ws, out);
   }
 
-  /// Overwrites `dense` with the decoded tensor (zeros outside the kept blocks).
-  template <Element T>
-  void decode(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
-              std::type_identity_t<std::span<T>> dense) const {
-    apply(msg, ctx, ws, dense, false);
-  }
+  /// Fused error feedback for fp32 residuals and float gradients (the optional Codec member, see
+  /// compress/concepts.hpp): residual += grad and the block scores in one pass, then the frame of
+  /// the compensated tensor, then the sent blocks of the residual set to 0.
+  template <class S, Element T, class Slice>
+  requires std::same_as<S, float> && std::same_as<T, float> std::size_t encode_compensated(std::span<T const> grad,
+                                                                                           Slice const& residual,
+                                                                                           encode_context const& ctx,
+                                                                                           workspace<T>& ws,
+                                                                                           std::span<std::byte> out)
+  const { return compress_detail::residual_fused_block<S>(*this, residual, grad, ctx, ws, out); }
 
-  /// Adds the decoded tensor into `dense`.
-  template <Element T>
-  void decode_add(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
-                  std::type_identity_t<std::span<T>> dense) const {
-    apply(msg, ctx, ws, dense, true);
+  /// Decodes into `dense`: overwrites every element (overwrite) or adds into it (accumulate).
+  template <Element T, DecodeMode M>
+  void decode_into(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
+                   std::type_identity_t<std::span<T>> dense, M) const {
+    constexpr bool add = M::accumulates;
+    auto const f = read(msg, ctx, dense.size(), ws.indices, sizeof(T), element_type_of<T>);
+    std::size_t const n = dense.size();
+    if (!add) std::fill(dense.begin(), dense.end(), T(0.0f));
+    auto const ix = std::span<std::uint32_t const>(ws.indices).first(f.count);
+    for (std::size_t j = 0; j < f.count; ++j) {
+      sluice::detail::prefetch_scatter(ix, j, block, dense.data());
+      std::size_t const first = static_cast<std::size_t>(ix[j]) * block;
+      std::size_t const len = std::min(block, n - first);
+      std::byte const* src = f.values.data() + j * block * sizeof(T);
+      if (!add) {
+        std::memcpy(dense.data() + first, src, len * sizeof(T));
+      } else {
+        for (std::size_t e = 0; e < len; ++e) {
+          T v;
+          std::memcpy(&v, src + e * sizeof(T), sizeof(T));
+          dense[first + e] = from_float<T>(to_float(dense[first + e]) + to_float(v));
+        }
+      }
+    }
   }
 
   /// Decodes to a sparse_buffer with block_size = block (values of a partial last block past the
@@ -278,30 +215,6 @@ struct block_top_k {
     compress_detail::grow(idx, count);
     wire::decode_sorted_indices<std::uint32_t>(f.sections[2], nb, std::span<std::uint32_t>(idx.data(), count));
     return {count, n, vals};
-  }
-
-  template <Element T>
-  void apply(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws, std::span<T> dense,
-             bool add) const {
-    auto const f = read(msg, ctx, dense.size(), ws.indices, sizeof(T), element_type_of<T>);
-    std::size_t const n = dense.size();
-    if (!add) std::fill(dense.begin(), dense.end(), T(0.0f));
-    auto const ix = std::span<std::uint32_t const>(ws.indices).first(f.count);
-    for (std::size_t j = 0; j < f.count; ++j) {
-      sluice::detail::prefetch_scatter(ix, j, block, dense.data());
-      std::size_t const first = static_cast<std::size_t>(ix[j]) * block;
-      std::size_t const len = std::min(block, n - first);
-      std::byte const* src = f.values.data() + j * block * sizeof(T);
-      if (!add) {
-        std::memcpy(dense.data() + first, src, len * sizeof(T));
-      } else {
-        for (std::size_t e = 0; e < len; ++e) {
-          T v;
-          std::memcpy(&v, src + e * sizeof(T), sizeof(T));
-          dense[first + e] = from_float<T>(to_float(dense[first + e]) + to_float(v));
-        }
-      }
-    }
   }
 };
 

@@ -1,39 +1,29 @@
 // The Codec concept: a regular policy value that turns a dense span into one wire frame
 // (core/wire.hpp) and back. Per-tensor mutable state lives in a workspace the caller owns,
-// so codecs stay comparable, printable values the solver can swap between steps.
+// so codecs stay comparable, printable values the solver can swap between steps. Declarations
+// only: the context is defined in compress/context.hpp, sparse_buffer in core/sparse.hpp.
 #pragma once
 
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <type_traits>
 
-#include <sluice/core/element.hpp>
-#include <sluice/core/random.hpp>
-#include <sluice/core/sparse.hpp>
-#include <sluice/core/wire.hpp>
+#include <sluice/core/concepts.hpp>
 
 namespace sluice {
 
 /// Opt-in tag: a codec declares `using codec_concept = codec_tag;`.
 struct codec_tag {};
 
-/// Everything an encode or decode call may need besides the data. Built by the caller per
-/// (tensor, step); cheap to copy. Random codecs draw from stream_key{seed, rank, step, tensor};
-/// codecs with shared randomness use key().shared() so that every rank draws the same numbers.
-struct encode_context {
-  std::uint64_t seed = 0;                ///< job-wide seed
-  std::uint32_t rank = 0;                ///< this rank
-  std::uint64_t step = 0;                ///< training step, written to the frame header
-  std::uint64_t tensor = 0;              ///< tensor or bucket id, written to the frame header
-  std::span<std::size_t const> shape{};  ///< logical shape (low-rank codecs); empty means 1-D
+/// Per-call inputs of encode and decode besides the data (compress/context.hpp).
+struct encode_context;
 
-  /// The random-stream key for this (seed, rank, step, tensor).
-  [[nodiscard]] constexpr stream_key key() const noexcept {
-    return {seed, rank, static_cast<std::uint32_t>(step), static_cast<std::uint32_t>(tensor)};
-  }
-};
+/// Indices + values of a sparse tensor (core/sparse.hpp): what SparseCodec decodes to.
+template <class T, SparseIndex Index>
+class sparse_buffer;
 
 namespace detail {
 template <class C, class T, class = void>
@@ -68,22 +58,75 @@ struct codec_traits {
   }();
 };
 
+/// How decode_into writes `dense`: overwrite every element, or add the decoded values into it
+/// (aggregation). Tag types, so a codec picks its loop at compile time, never per element.
+struct overwrite_t {
+  static constexpr bool accumulates = false;
+};
+struct accumulate_t {
+  static constexpr bool accumulates = true;
+};
+inline constexpr overwrite_t overwrite{};    ///< decode_into replaces every element of `dense`
+inline constexpr accumulate_t accumulate{};  ///< decode_into adds into `dense`
+
+/// overwrite_t or accumulate_t.
+template <class M>
+concept DecodeMode = std::same_as<M, overwrite_t> || std::same_as<M, accumulate_t>;
+
 /// A codec for element type T (float, Eigen::half or Eigen::bfloat16).
 ///  - max_encoded_bytes(n): exact upper bound on the frame size for n elements; caller sizes `out`.
 ///  - encode(in, ctx, ws, out): validates, writes one frame, returns its size. Throws
 ///    errc::invalid_argument for bad policy values and errc::size_mismatch for a short `out`, before
 ///    writing anything.
-///  - decode(msg, ctx, ws, dense): validates the whole frame first (errc::malformed_message), then
-///    overwrites every element of `dense`.
-///  - decode_add(msg, ctx, ws, dense): as decode, but adds into `dense` (aggregation).
+///  - decode_into(msg, ctx, ws, dense, mode): validates the whole frame first
+///    (errc::malformed_message), then overwrites every element of `dense` (mode overwrite) or adds
+///    into it (mode accumulate). Callers write sluice::decode / sluice::decode_add
+///    (compress/decode.hpp), which name the mode.
+/// Optional members a codec may offer (detected, never required):
+///  - `static constexpr codec_strength<C, V> strength{...}`: the one number warm-up moves
+///    (feedback/warmup.hpp); a codec without it cannot be warmed up.
+///  - `encode_compensated<S>(grad, slice, ctx, ws, out)`: a fused error-feedback path that
+///    feedback/residual.hpp detects: c = grad + residual and the frame of c in one pass, leaving
+///    residual = c - decode(frame), bit for bit what the unfused composition leaves; returns the
+///    frame size. `slice` is the feedback_slice of the call: `buffer<S>(0)` is the residual (S is
+///    float or Eigen::bfloat16, stored through compress/detail/residual.hpp's rounding),
+///    `offset()`, `tensor()` key that rounding, `state().record_non_finite(count)` reports NaN/Inf.
+///    A codec constrains S and T to the combinations it fuses; others take the generic path.
 template <class C, class T = float>
 concept Codec = Element<T> && std::regular<C> && std::derived_from<typename C::codec_concept, codec_tag> &&
     requires(C const& c, std::size_t n, std::span<T const> in, encode_context const& ctx, codec_workspace<C, T>& ws,
              std::span<std::byte> out, std::span<std::byte const> msg, std::span<T> dense) {
   { c.max_encoded_bytes(n) } -> std::same_as<std::size_t>;
   { c.encode(in, ctx, ws, out) } -> std::same_as<std::size_t>;
-  c.decode(msg, ctx, ws, dense);
-  c.decode_add(msg, ctx, ws, dense);
+  c.decode_into(msg, ctx, ws, dense, overwrite);
+  c.decode_into(msg, ctx, ws, dense, accumulate);
+};
+
+/// The one number warm-up moves in a codec, declared by the codec itself:
+///   static constexpr codec_strength<top_k, double> strength{&top_k::ratio, "fraction kept", 0.25};
+/// An integral member (bits, levels, rank) takes the ramp's values rounded to nearest.
+template <class C, class V>
+struct codec_strength {
+  using field = V C::*;   ///< a pointer to a data member of C of type V
+  field member;           ///< the policy field warm-up moves
+  std::string_view unit;  ///< what the number counts, for messages ("fraction kept", "bits")
+  double warm_start = 0;  ///< where a ramp with warmup::start == 0 begins, in the member's unit
+  bool relative = false;  ///< warm_start multiplies the codec's own strength (PowerSGD: 4x its rank)
+};
+
+namespace detail {
+template <class C, class S>
+inline constexpr bool is_codec_strength = false;
+template <class C, class V>
+inline constexpr bool is_codec_strength<C, codec_strength<C, V> const> = true;
+}  // namespace detail
+
+/// A codec that declares its strength (`static constexpr codec_strength<C, V> strength`), so a
+/// warm-up schedule can ramp it. Codecs without one (identity, cast, sign) cannot be warmed up.
+template <class C>
+concept WarmableCodec = requires {
+  C::strength;
+  requires detail::is_codec_strength<C, decltype(C::strength)>;
 };
 
 /// A codec whose frames also decode to a sparse tensor (indices + values), for sparse
@@ -91,7 +134,7 @@ concept Codec = Element<T> && std::regular<C> && std::derived_from<typename C::c
 template <class C, class T = float>
 concept SparseCodec = Codec<C, T> && codec_traits<C>::is_sparse &&
     requires(C const& c, std::span<std::byte const> msg, encode_context const& ctx, codec_workspace<C, T>& ws,
-             sparse_buffer<T>& out) {
+             sparse_buffer<T, std::uint32_t>& out) {
   c.decode_sparse(msg, ctx, ws, out);
 };
 

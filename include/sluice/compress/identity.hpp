@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <sluice/compress/concepts.hpp>
+#include <sluice/compress/decode.hpp>
 #include <sluice/compress/detail/common.hpp>
 
 namespace sluice {
@@ -42,23 +43,19 @@ struct identity {
     return w.finish();
   }
 
-  /// Overwrites `dense` with the sent values.
-  template <Element T>
-  void decode(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>&,
-              std::type_identity_t<std::span<T>> dense) const {
+  /// Decodes into `dense`: copies the sent values (overwrite) or adds them into it (accumulate).
+  template <Element T, DecodeMode M>
+  void decode_into(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>&,
+                   std::type_identity_t<std::span<T>> dense, M) const {
     auto const v = values<T>(msg, dense.size(), ctx);
-    if (!v.empty()) std::memcpy(dense.data(), v.data(), v.size());
-  }
-
-  /// Adds the sent values into `dense`.
-  template <Element T>
-  void decode_add(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>&,
-                  std::type_identity_t<std::span<T>> dense) const {
-    auto const v = values<T>(msg, dense.size(), ctx);
-    for (std::size_t i = 0; i < dense.size(); ++i) {
-      T x;
-      std::memcpy(&x, v.data() + i * sizeof(T), sizeof(T));
-      dense[i] = from_float<T>(to_float(dense[i]) + to_float(x));
+    if constexpr (!M::accumulates) {
+      if (!v.empty()) std::memcpy(dense.data(), v.data(), v.size());
+    } else {
+      for (std::size_t i = 0; i < dense.size(); ++i) {
+        T x;
+        std::memcpy(&x, v.data() + i * sizeof(T), sizeof(T));
+        dense[i] = from_float<T>(to_float(dense[i]) + to_float(x));
+      }
     }
   }
 

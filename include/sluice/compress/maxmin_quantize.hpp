@@ -16,7 +16,9 @@
 #include <fmt/format.h>
 
 #include <sluice/compress/concepts.hpp>
+#include <sluice/compress/decode.hpp>
 #include <sluice/compress/detail/common.hpp>
+#include <sluice/compress/detail/fused_quantize.hpp>
 #include <sluice/compress/detail/pack.hpp>
 #include <sluice/compress/detail/quantize.hpp>
 #include <sluice/compress/rounding.hpp>
@@ -35,7 +37,9 @@ struct maxmin_quantize {
   using codec_concept = codec_tag;
   static constexpr bool is_quantizer = true;
 
-  unsigned bits = 4;                   ///< bits per element, in [1, 8]
+  unsigned bits = 4;  ///< bits per element, in [1, 8]
+  /// Warm-up moves the bit width, from 8 bits.
+  static constexpr codec_strength<maxmin_quantize, unsigned> strength{&maxmin_quantize::bits, "bits", 8};
   std::size_t bucket = 1024;           ///< elements per bucket, in [64, 4096]
   rounding round = rounding::nearest;  ///< nearest or stochastic (from encode_context::key())
 
@@ -134,23 +138,19 @@ struct maxmin_quantize {
     return w.finish(&digests);
   }
 
-  /// Overwrites `dense` with the decoded tensor.
-  template <Element T>
-  void decode(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>&,
-              std::type_identity_t<std::span<T>> dense) const {
-    apply(msg, ctx, dense, false);
+  /// Fused error feedback (the optional Codec member, see compress/concepts.hpp): per bucket,
+  /// c = grad + residual is ranged, quantized, packed and subtracted while it sits in L1.
+  template <class S, Element T, class Slice>
+  std::size_t encode_compensated(std::span<T const> grad, Slice const& residual, encode_context const& ctx,
+                                 workspace<T>& ws, std::span<std::byte> out) const {
+    return compress_detail::residual_fused_quantize<S>(*this, residual, grad, ctx, ws, out);
   }
 
-  /// Adds the decoded tensor into `dense`.
-  template <Element T>
-  void decode_add(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>&,
-                  std::type_identity_t<std::span<T>> dense) const {
-    apply(msg, ctx, dense, true);
-  }
-
- private:
-  template <Element T>
-  void apply(std::span<std::byte const> msg, encode_context const& ctx, std::span<T> dense, bool add) const {
+  /// Decodes into `dense`: overwrites every element (overwrite) or adds into it (accumulate).
+  template <Element T, DecodeMode M>
+  void decode_into(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>&,
+                   std::type_identity_t<std::span<T>> dense, M) const {
+    constexpr bool add = M::accumulates;
     validate();
     std::size_t const n = dense.size(), nb = bucket_count(n);
     wire::frame const f = compress_detail::parse_frame<T>(msg, wire::codec_id::maxmin_quantize, n, 3, ctx);

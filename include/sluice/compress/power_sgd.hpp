@@ -17,6 +17,7 @@
 #include <Eigen/Core>
 
 #include <sluice/compress/concepts.hpp>
+#include <sluice/compress/decode.hpp>
 #include <sluice/compress/detail/common.hpp>
 #include <sluice/core/random.hpp>
 #include <sluice/core/serial.hpp>
@@ -35,6 +36,8 @@ struct power_sgd {
   using codec_concept = codec_tag;
 
   unsigned rank = 4;  ///< r, in [1, 1024]
+  /// Warm-up moves the rank, from 4 times the target rank.
+  static constexpr codec_strength<power_sgd, unsigned> strength{&power_sgd::rank, "rank", 4, true};
 
   friend bool operator==(power_sgd const&, power_sgd const&) = default;
 
@@ -203,40 +206,11 @@ struct power_sgd {
     return w.finish();
   }
 
-  template <Element T>
-  void decode(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
-              std::type_identity_t<std::span<T>> dense) const {
-    apply(msg, ctx, ws, dense, false);
-  }
-
-  template <Element T>
-  void decode_add(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
-                  std::type_identity_t<std::span<T>> dense) const {
-    apply(msg, ctx, ws, dense, true);
-  }
-
-  /// Modified Gram-Schmidt on the columns of p, each projection removed twice ("twice is
-  /// enough", Giraud et al. 2005); a column with (relatively) nothing left becomes zero, so a
-  /// rank-deficient M never yields a non-orthogonal P. Non-finite columns become NaN.
-  static void orthonormalize(matrix& p) {
-    for (Eigen::Index c = 0; c < p.cols(); ++c) {
-      float const before = p.col(c).norm();
-      for (int pass = 0; pass < 2; ++pass)
-        for (Eigen::Index prev = 0; prev < c; ++prev) p.col(c) -= p.col(prev).dot(p.col(c)) * p.col(prev);
-      float const norm = p.col(c).norm();
-      if (!std::isfinite(norm) || !std::isfinite(before))
-        p.col(c).setConstant(std::numeric_limits<float>::quiet_NaN());
-      else if (norm <= 1e-5f * before || norm <= 1e-30f)
-        p.col(c).setZero();
-      else
-        p.col(c) /= norm;
-    }
-  }
-
- private:
-  template <Element T>
-  void apply(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws, std::span<T> dense,
-             bool add) const {
+  /// Decodes into `dense`: overwrites every element (overwrite) or adds into it (accumulate).
+  template <Element T, DecodeMode M>
+  void decode_into(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
+                   std::type_identity_t<std::span<T>> dense, M) const {
+    constexpr bool add = M::accumulates;
     validate();
     std::size_t const n = dense.size();
     wire::frame const f = compress_detail::parse_frame<T>(msg, wire::codec_id::power_sgd, n,
@@ -281,6 +255,24 @@ struct power_sgd {
       d.noalias() = ws.p * ws.q_in.transpose();
       for (std::size_t i = 0; i < n; ++i)
         dense[i] = add ? from_float<T>(to_float(dense[i]) + ws.dense[i]) : from_float<T>(ws.dense[i]);
+    }
+  }
+
+  /// Modified Gram-Schmidt on the columns of p, each projection removed twice ("twice is
+  /// enough", Giraud et al. 2005); a column with (relatively) nothing left becomes zero, so a
+  /// rank-deficient M never yields a non-orthogonal P. Non-finite columns become NaN.
+  static void orthonormalize(matrix& p) {
+    for (Eigen::Index c = 0; c < p.cols(); ++c) {
+      float const before = p.col(c).norm();
+      for (int pass = 0; pass < 2; ++pass)
+        for (Eigen::Index prev = 0; prev < c; ++prev) p.col(c) -= p.col(prev).dot(p.col(c)) * p.col(prev);
+      float const norm = p.col(c).norm();
+      if (!std::isfinite(norm) || !std::isfinite(before))
+        p.col(c).setConstant(std::numeric_limits<float>::quiet_NaN());
+      else if (norm <= 1e-5f * before || norm <= 1e-30f)
+        p.col(c).setZero();
+      else
+        p.col(c) /= norm;
     }
   }
 };

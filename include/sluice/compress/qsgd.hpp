@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include <sluice/compress/concepts.hpp>
+#include <sluice/compress/decode.hpp>
 #include <sluice/compress/detail/bucketed.hpp>
 #include <sluice/compress/detail/common.hpp>
 #include <sluice/compress/detail/pack.hpp>
@@ -36,7 +37,9 @@ struct qsgd {
   static constexpr bool is_quantizer = true;
   static constexpr bool unbiased = true;
 
-  unsigned levels = 7;       ///< s, in [1, 127]
+  unsigned levels = 7;  ///< s, in [1, 127]
+  /// Warm-up moves the level count, from 127 levels.
+  static constexpr codec_strength<qsgd, unsigned> strength{&qsgd::levels, "levels", 127};
   std::size_t bucket = 512;  ///< elements per norm, in [1, 4096]
 
   friend bool operator==(qsgd const&, qsgd const&) = default;
@@ -117,33 +120,11 @@ struct qsgd {
     return w.finish();
   }
 
-  template <Element T>
-  void decode(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>&,
-              std::type_identity_t<std::span<T>> dense) const {
-    apply(msg, ctx, dense, false);
-  }
-
-  template <Element T>
-  void decode_add(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>&,
-                  std::type_identity_t<std::span<T>> dense) const {
-    apply(msg, ctx, dense, true);
-  }
-
- private:
-  /// errc::malformed_message naming the element when a level code exceeds s.
-  void check_levels(std::size_t n, unsigned bits, std::byte const* packed) const {
-    std::array<std::uint8_t, compress_detail::max_bucket> codes;
-    for (std::size_t first = 0; first < n; first += bucket) {
-      std::size_t const len = std::min(bucket, n - first);
-      compress_detail::unpack_codes_at(packed, len, bits, first * bits, codes.data());
-      for (std::size_t j = 0; j < len; ++j)
-        require((codes[j] >> 1) <= levels, errc::malformed_message,
-                "qsgd: level code {} of element {} exceeds the {} levels", codes[j] >> 1, first + j, levels);
-    }
-  }
-
-  template <Element T>
-  void apply(std::span<std::byte const> msg, encode_context const& ctx, std::span<T> dense, bool add) const {
+  /// Decodes into `dense`: overwrites every element (overwrite) or adds into it (accumulate).
+  template <Element T, DecodeMode M>
+  void decode_into(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>&,
+                   std::type_identity_t<std::span<T>> dense, M) const {
+    constexpr bool add = M::accumulates;
     validate();
     std::size_t const n = dense.size(), nb = bucket_count(n);
     unsigned const bits = code_bits();
@@ -173,6 +154,19 @@ struct qsgd {
             d = add ? from_float<T>(to_float(d) + v) : from_float<T>(v);
           }
         });
+  }
+
+ private:
+  /// errc::malformed_message naming the element when a level code exceeds s.
+  void check_levels(std::size_t n, unsigned bits, std::byte const* packed) const {
+    std::array<std::uint8_t, compress_detail::max_bucket> codes;
+    for (std::size_t first = 0; first < n; first += bucket) {
+      std::size_t const len = std::min(bucket, n - first);
+      compress_detail::unpack_codes_at(packed, len, bits, first * bits, codes.data());
+      for (std::size_t j = 0; j < len; ++j)
+        require((codes[j] >> 1) <= levels, errc::malformed_message,
+                "qsgd: level code {} of element {} exceeds the {} levels", codes[j] >> 1, first + j, levels);
+    }
   }
 };
 

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include <sluice/compress/concepts.hpp>
+#include <sluice/compress/decode.hpp>
 #include <sluice/compress/detail/common.hpp>
 #include <sluice/compress/detail/sparse_frame.hpp>
 #include <sluice/core/random.hpp>
@@ -88,7 +89,9 @@ struct random_k {
   static constexpr bool is_sparse = true;
   static constexpr bool shared_randomness = true;
 
-  double ratio = 0.01;   ///< fraction of elements kept, in (0, 1]
+  double ratio = 0.01;  ///< fraction of elements kept, in (0, 1]
+  /// Warm-up moves the ratio, from DGC's 25 % density (Lin et al. 2018).
+  static constexpr codec_strength<random_k, double> strength{&random_k::ratio, "fraction kept", 0.25};
   bool rescale = false;  ///< multiply sent values by n / k (unbiased)
 
   friend bool operator==(random_k const&, random_k const&) = default;
@@ -141,18 +144,12 @@ struct random_k {
     return w.finish();
   }
 
-  template <Element T>
-  void decode(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
-              std::type_identity_t<std::span<T>> dense) const {
+  /// Decodes into `dense` (zeros where nothing was sent): overwrite, or add into it (accumulate).
+  template <Element T, DecodeMode M>
+  void decode_into(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
+                   std::type_identity_t<std::span<T>> dense, M mode) const {
     auto const f = read<T>(msg, dense.size(), ctx, ws);
-    compress_detail::apply_sparse<T>(f, ws.indices, dense, false);
-  }
-
-  template <Element T>
-  void decode_add(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
-                  std::type_identity_t<std::span<T>> dense) const {
-    auto const f = read<T>(msg, dense.size(), ctx, ws);
-    compress_detail::apply_sparse<T>(f, ws.indices, dense, true);
+    compress_detail::apply_sparse<T>(f, ws.indices, dense, mode);
   }
 
   /// Decodes to indices + values (block size 1); the extent is the frame's.

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include <sluice/compress/concepts.hpp>
+#include <sluice/compress/decode.hpp>
 #include <sluice/compress/detail/bucketed.hpp>
 #include <sluice/compress/detail/common.hpp>
 #include <sluice/compress/detail/pack.hpp>
@@ -87,21 +88,11 @@ struct sign {
     return w.finish();
   }
 
-  template <Element T>
-  void decode(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>&,
-              std::type_identity_t<std::span<T>> dense) const {
-    apply(msg, ctx, dense, false);
-  }
-
-  template <Element T>
-  void decode_add(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>&,
-                  std::type_identity_t<std::span<T>> dense) const {
-    apply(msg, ctx, dense, true);
-  }
-
- private:
-  template <Element T>
-  void apply(std::span<std::byte const> msg, encode_context const& ctx, std::span<T> dense, bool add) const {
+  /// Decodes into `dense`: overwrites every element (overwrite) or adds into it (accumulate).
+  template <Element T, DecodeMode M>
+  void decode_into(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>&,
+                   std::type_identity_t<std::span<T>> dense, M) const {
+    constexpr bool add = M::accumulates;
     validate();
     std::size_t const n = dense.size(), nb = bucket_count(n);
     wire::frame const f = compress_detail::parse_frame<T>(msg, wire::codec_id::sign, n, 3, ctx);

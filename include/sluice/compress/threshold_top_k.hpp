@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include <sluice/compress/concepts.hpp>
+#include <sluice/compress/decode.hpp>
 #include <sluice/compress/detail/common.hpp>
 #include <sluice/compress/detail/select.hpp>
 #include <sluice/compress/detail/sparse_frame.hpp>
@@ -33,7 +34,9 @@ struct threshold_top_k {
   using codec_concept = codec_tag;
   static constexpr bool is_sparse = true;
 
-  double ratio = 0.01;      ///< fraction of elements kept, in (0, 1]
+  double ratio = 0.01;  ///< fraction of elements kept, in (0, 1]
+  /// Warm-up moves the ratio, from DGC's 25 % density (Lin et al. 2018).
+  static constexpr codec_strength<threshold_top_k, double> strength{&threshold_top_k::ratio, "fraction kept", 0.25};
   double sample = 0.01;     ///< fraction of elements sampled for the threshold, in (0, 1]
   double tolerance = 0.25;  ///< relative deviation of the count from k accepted, in [0, 1)
 
@@ -129,20 +132,13 @@ struct threshold_top_k {
                                                   std::span<T const>(ws.values.data(), ws.count), out);
   }
 
-  template <Element T>
-  void decode(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
-              std::type_identity_t<std::span<T>> dense) const {
+  /// Decodes into `dense` (zeros where nothing was sent): overwrite, or add into it (accumulate).
+  template <Element T, DecodeMode M>
+  void decode_into(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
+                   std::type_identity_t<std::span<T>> dense, M mode) const {
     auto const f = compress_detail::read_sparse_frame<T>(msg, wire::codec_id::threshold_top_k, dense.size(), ws.indices,
                                                          "threshold_top_k", ctx);
-    compress_detail::apply_sparse<T>(f, ws.indices, dense, false);
-  }
-
-  template <Element T>
-  void decode_add(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
-                  std::type_identity_t<std::span<T>> dense) const {
-    auto const f = compress_detail::read_sparse_frame<T>(msg, wire::codec_id::threshold_top_k, dense.size(), ws.indices,
-                                                         "threshold_top_k", ctx);
-    compress_detail::apply_sparse<T>(f, ws.indices, dense, true);
+    compress_detail::apply_sparse<T>(f, ws.indices, dense, mode);
   }
 
   /// Decodes to indices + values (block size 1); the extent is the frame's.

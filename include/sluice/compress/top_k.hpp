@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <sluice/compress/concepts.hpp>
+#include <sluice/compress/decode.hpp>
 #include <sluice/compress/detail/common.hpp>
 #include <sluice/compress/detail/select.hpp>
 #include <sluice/compress/detail/sparse_frame.hpp>
@@ -28,6 +29,8 @@ struct top_k {
   static constexpr bool is_sparse = true;
 
   double ratio = 0.01;  ///< fraction of elements kept, in (0, 1]
+  /// Warm-up moves the ratio, from DGC's 25 % density (Lin et al. 2018).
+  static constexpr codec_strength<top_k, double> strength{&top_k::ratio, "fraction kept", 0.25};
 
   friend bool operator==(top_k const&, top_k const&) = default;
 
@@ -84,22 +87,13 @@ struct top_k {
     return write(in.size(), ctx, ws, out);
   }
 
-  /// Overwrites `dense` with the decoded tensor (zeros where nothing was sent).
-  template <Element T>
-  void decode(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
-              std::type_identity_t<std::span<T>> dense) const {
+  /// Decodes into `dense` (zeros where nothing was sent): overwrite, or add into it (accumulate).
+  template <Element T, DecodeMode M>
+  void decode_into(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
+                   std::type_identity_t<std::span<T>> dense, M mode) const {
     auto const f =
         compress_detail::read_sparse_frame<T>(msg, wire::codec_id::top_k, dense.size(), ws.indices, "top_k", ctx);
-    compress_detail::apply_sparse<T>(f, ws.indices, dense, false);
-  }
-
-  /// Adds the decoded tensor into `dense`.
-  template <Element T>
-  void decode_add(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
-                  std::type_identity_t<std::span<T>> dense) const {
-    auto const f =
-        compress_detail::read_sparse_frame<T>(msg, wire::codec_id::top_k, dense.size(), ws.indices, "top_k", ctx);
-    compress_detail::apply_sparse<T>(f, ws.indices, dense, true);
+    compress_detail::apply_sparse<T>(f, ws.indices, dense, mode);
   }
 
   /// Decodes to indices + values (block size 1) for sparse aggregation and sparse optimizer steps.

@@ -13,6 +13,8 @@
 
 #include <Eigen/Core>
 
+#include <sluice/core/concepts.hpp>
+
 namespace sluice {
 
 static_assert(std::endian::native == std::endian::little,
@@ -51,12 +53,6 @@ struct element_traits<Eigen::half> {
 template <>
 struct element_traits<Eigen::bfloat16> {
   static constexpr element_type id = element_type::bf16;
-};
-
-/// One of float, Eigen::half, Eigen::bfloat16 (cv-qualifiers ignored).
-template <class T>
-concept Element = requires {
-  element_traits<std::remove_cv_t<T>>::id;
 };
 
 template <Element T>

@@ -16,14 +16,11 @@
 #include <vector>
 
 #include <sluice/config.hpp>
+#include <sluice/core/concepts.hpp>
 #include <sluice/core/error.hpp>
 #include <sluice/core/simd.hpp>
 
 namespace sluice {
-
-/// Index types a sparse_view may use: uint32_t (tensors up to 2^32 elements) or uint64_t.
-template <class I>
-concept SparseIndex = std::same_as<I, std::uint32_t> || std::same_as<I, std::uint64_t>;
 
 /// A non-owning sparse tensor. With block_size == 1, `indices[j]` is an element index and
 /// `values[j]` its value. With block_size == B > 1, `indices[j]` names the block of elements
@@ -169,10 +166,10 @@ inline void prefetch_scatter(std::span<Index const> idx, std::size_t j, std::siz
 
 }  // namespace detail
 
-/// Scatters a sparse view into a dense span: dense[i] = value (overwrite, other entries untouched)
-/// or dense[i] += value (accumulate). Validates sizes; indices are assumed validated.
+/// Scatters a sparse view into a dense span: dense[i] = value (add false; other entries untouched)
+/// or dense[i] += value (add true). Validates sizes; indices are assumed validated.
 template <class T, SparseIndex Index, class U>
-void scatter(sparse_view<T const, Index> s, std::span<U> dense, bool accumulate) {
+void scatter(sparse_view<T const, Index> s, std::span<U> dense, bool add) {
   require(dense.size() == s.extent, errc::size_mismatch, "scatter: dense size {} != extent {}", dense.size(), s.extent);
   std::size_t const b = s.block_size;
   for (std::size_t j = 0; j < s.indices.size(); ++j) {
@@ -180,7 +177,7 @@ void scatter(sparse_view<T const, Index> s, std::span<U> dense, bool accumulate)
     std::size_t const base = static_cast<std::size_t>(s.indices[j]) * b;
     std::size_t const len = std::min(b, s.extent - base);
     for (std::size_t e = 0; e < len; ++e) {
-      if (accumulate)
+      if (add)
         dense[base + e] = static_cast<U>(static_cast<float>(dense[base + e]) + static_cast<float>(s.values[j * b + e]));
       else
         dense[base + e] = static_cast<U>(s.values[j * b + e]);

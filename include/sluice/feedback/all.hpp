@@ -5,6 +5,7 @@
 #include <sluice/feedback/ef21.hpp>
 #include <sluice/feedback/momentum_correction.hpp>
 #include <sluice/feedback/no_feedback.hpp>
+#include <sluice/feedback/non_finite.hpp>
 #include <sluice/feedback/residual.hpp>
 #include <sluice/feedback/state.hpp>
 #include <sluice/feedback/warmup.hpp>

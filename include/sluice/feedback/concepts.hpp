@@ -1,6 +1,7 @@
 // The Feedback concept: a regular policy value that compensates a gradient with per-tensor state,
 // encodes it with any Codec and updates the state. State lives in feedback_state (outside the
 // value) so policies compare, print and swap like codecs, and state checkpoints on its own.
+// Declarations only: state, slice and workspace are defined in feedback/state.hpp, workspace.hpp.
 #pragma once
 
 #include <concepts>
@@ -9,13 +10,17 @@
 #include <span>
 
 #include <sluice/compress/concepts.hpp>
-#include <sluice/core/element.hpp>
-#include <sluice/feedback/detail/kernels.hpp>
-#include <sluice/feedback/state.hpp>
-#include <sluice/feedback/warmup.hpp>
-#include <sluice/feedback/workspace.hpp>
+#include <sluice/core/concepts.hpp>
 
 namespace sluice {
+
+/// What a feedback policy does with a NaN or Inf gradient (feedback/state.hpp).
+enum class non_finite_policy : std::uint8_t;
+/// The part of a feedback_state one encode call works on (feedback/state.hpp).
+class feedback_slice;
+/// Scratch of feedback policy calls with codec C on T (feedback/workspace.hpp).
+template <class C, class T>
+struct feedback_workspace;
 
 /// Opt-in tag: a feedback policy declares `using feedback_concept = feedback_tag;`.
 struct feedback_tag {};
@@ -47,19 +52,5 @@ concept FeedbackFor = Feedback<F> && Codec<C, T> &&
              feedback_workspace<C, T>& ws, std::span<std::byte> out) {
   { f.encode(c, s, grad, ctx, ws, out) } -> std::same_as<std::size_t>;
 };
-
-/// Index of the first NaN or Inf in `grad`, or std::size_t(-1) when every value is finite. One
-/// parallel read pass: a pipeline that wants a whole step skipped atomically under
-/// non_finite_policy::skip_step checks every gradient of the step with it before encoding any.
-template <Element T>
-std::size_t first_non_finite(std::span<T const> grad) {
-  return feedback_detail::first_non_finite_of(grad);
-}
-
-/// The state feedback policy f needs for tensors of these element counts.
-template <Feedback F>
-feedback_state make_state(F const& f, std::span<std::size_t const> extents, std::span<std::string const> names = {}) {
-  return feedback_state(f, extents, names);
-}
 
 }  // namespace sluice

@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include <sluice/compress/identity.hpp>
+#include <sluice/compress/detail/archetype.hpp>
 #include <sluice/feedback/concepts.hpp>
 #include <sluice/feedback/detail/kernels.hpp>
 
@@ -27,9 +27,9 @@ std::size_t ef21_unfused(C const& c, feedback_slice const& s, std::span<T const>
   if (auto const bad = for_each_counting(n, [&](std::size_t i) { return cf[i] = to_float(grad[i]) - to_float(h[i]); }))
     s.state().record_non_finite(bad);
   std::size_t bytes = 0;
-  bytes = encode_compensated<T>(c, std::span<float const>(cf, n), ctx, ws, out);
+  bytes = encode_narrowed<T>(c, std::span<float const>(cf, n), ctx, ws, out);
   fit(ws.decoded, n);
-  c.decode(std::span<std::byte const>(out.data(), bytes), ctx, ws.codec, std::span<T>(ws.decoded));
+  c.decode_into(std::span<std::byte const>(out.data(), bytes), ctx, ws.codec, std::span<T>(ws.decoded), overwrite);
   T const* const d = ws.decoded.data();
   auto const rs = state_stream(ctx, s.tensor());
   parallel_chunks(n, grain, [&](std::size_t b, std::size_t end, int) {
@@ -57,7 +57,7 @@ struct ef21 {
                                           std::type_identity_t<std::span<T const>> grad, encode_context const& ctx,
                                           feedback_workspace<C, T>& ws, std::span<std::byte> out)
   const {
-    C const c = s.warmup().apply(codec, ctx.step);
+    C const c = feedback_detail::codec_at(s.warmup(), codec, ctx.step);
     feedback_detail::check_call(c, s, grad.size(), 1, out.size(), ctx, "ef21");
     return feedback_detail::with_state_type(s.precision(), [&]<class S>() -> std::size_t {
       if (non_finite != non_finite_policy::propagate) {
@@ -70,7 +70,7 @@ struct ef21 {
   }
 };
 
-static_assert(FeedbackFor<ef21, identity>);  // conformance, stated where the policy is defined
+static_assert(FeedbackFor<ef21, compress_detail::codec_archetype>);  // conformance, where the policy is defined
 
 }  // namespace sluice
 

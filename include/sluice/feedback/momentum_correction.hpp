@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include <sluice/compress/identity.hpp>
+#include <sluice/compress/detail/archetype.hpp>
 #include <sluice/feedback/concepts.hpp>
 #include <sluice/feedback/detail/kernels.hpp>
 
@@ -42,10 +42,10 @@ std::size_t momentum_unfused(C const& c, feedback_slice const& s, std::span<T co
   });
   if (bad != 0) s.state().record_non_finite(bad);
   std::size_t bytes = 0;
-  bytes = encode_compensated<T>(c, std::span<float const>(cf, n), ctx, ws, out);
+  bytes = encode_narrowed<T>(c, std::span<float const>(cf, n), ctx, ws, out);
   auto const msg = std::span<std::byte const>(out.data(), bytes);
   fit(ws.decoded, n);
-  c.decode(msg, ctx, ws.codec, std::span<T>(ws.decoded));
+  c.decode_into(msg, ctx, ws.codec, std::span<T>(ws.decoded), overwrite);
   T const* const d = ws.decoded.data();
   auto const ru = state_stream(ctx, s.tensor(), 0), rv = state_stream(ctx, s.tensor(), 1);
   constexpr bool sparse = SparseCodec<C, T>;
@@ -87,7 +87,7 @@ struct momentum_correction {
     require(momentum >= 0 && momentum < 1, errc::invalid_argument,
             "momentum_correction: momentum must be in [0, 1), got {} (tensor '{}', step {})", momentum, s.name(),
             ctx.step);
-    C const c = s.warmup().apply(codec, ctx.step);
+    C const c = feedback_detail::codec_at(s.warmup(), codec, ctx.step);
     feedback_detail::check_call(c, s, grad.size(), 2, out.size(), ctx, "momentum_correction");
     auto const m = static_cast<float>(momentum);
     return feedback_detail::with_state_type(s.precision(), [&]<class S>() -> std::size_t {
@@ -102,7 +102,8 @@ struct momentum_correction {
   }
 };
 
-static_assert(FeedbackFor<momentum_correction, identity>);  // conformance, stated where the policy is defined
+static_assert(
+    FeedbackFor<momentum_correction, compress_detail::codec_archetype>);  // conformance, where the policy is defined
 
 }  // namespace sluice
 

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include <sluice/compress/identity.hpp>
+#include <sluice/compress/detail/archetype.hpp>
 #include <sluice/feedback/concepts.hpp>
 #include <sluice/feedback/detail/kernels.hpp>
 
@@ -28,7 +28,7 @@ struct no_feedback {
                                           std::type_identity_t<std::span<T const>> grad, encode_context const& ctx,
                                           feedback_workspace<C, T>& ws, std::span<std::byte> out)
   const {
-    C const c = s.warmup().apply(codec, ctx.step);
+    C const c = feedback_detail::codec_at(s.warmup(), codec, ctx.step);
     feedback_detail::check_call(c, s, grad.size(), 0, out.size(), ctx, "no_feedback");
     if (non_finite != non_finite_policy::propagate) {
       auto const at = feedback_detail::first_non_finite_of(grad);
@@ -42,7 +42,7 @@ struct no_feedback {
   }
 };
 
-static_assert(FeedbackFor<no_feedback, identity>);  // conformance, stated where the policy is defined
+static_assert(FeedbackFor<no_feedback, compress_detail::codec_archetype>);  // conformance, where the policy is defined
 
 }  // namespace sluice
 

@@ -1,6 +1,7 @@
 // residual: error feedback as in EF-SGD (Karimireddy et al. 2019): compensate c = g + e, send
-// encode(c), keep e = c - decode(encode(c)). Fused for sparse codecs (the top-k family) and the
-// max-min quantizer; the fused paths are bit-identical to the unfused composition.
+// encode(c), keep e = c - decode(encode(c)). Fused where the codec offers encode_compensated
+// (block_top_k, maxmin_quantize) and for every sparse codec; the fused paths are bit-identical to
+// the unfused composition.
 #pragma once
 
 #include <cstddef>
@@ -10,10 +11,9 @@
 
 #include <fmt/format.h>
 
-#include <sluice/compress/identity.hpp>
+#include <sluice/compress/concepts.hpp>
+#include <sluice/compress/detail/archetype.hpp>
 #include <sluice/feedback/concepts.hpp>
-#include <sluice/feedback/detail/fused_block.hpp>
-#include <sluice/feedback/detail/fused_quantize.hpp>
 #include <sluice/feedback/detail/kernels.hpp>
 
 namespace sluice {
@@ -31,9 +31,9 @@ std::size_t residual_unfused(C const& c, feedback_slice const& s, std::span<T co
   if (auto const bad = for_each_counting(n, [&](std::size_t i) { return cf[i] = to_float(grad[i]) + to_float(e[i]); }))
     s.state().record_non_finite(bad);
   std::size_t bytes = 0;
-  bytes = encode_compensated<T>(c, std::span<float const>(cf, n), ctx, ws, out);
+  bytes = encode_narrowed<T>(c, std::span<float const>(cf, n), ctx, ws, out);
   fit(ws.decoded, n);
-  c.decode(std::span<std::byte const>(out.data(), bytes), ctx, ws.codec, std::span<T>(ws.decoded));
+  c.decode_into(std::span<std::byte const>(out.data(), bytes), ctx, ws.codec, std::span<T>(ws.decoded), overwrite);
   auto const rs = state_stream(ctx, s.tensor());
   T const* const d = ws.decoded.data();
   parallel_chunks(n, grain, [&](std::size_t b, std::size_t end, int) {
@@ -69,7 +69,7 @@ std::size_t residual_fused_sparse(C const& c, feedback_slice const& s, std::span
     if (auto const bad =
             for_each_counting(n, [&](std::size_t i) { return cf[i] = to_float(grad[i]) + to_float(e[i]); }))
       s.state().record_non_finite(bad);
-    bytes = encode_compensated<T>(c, std::span<float const>(cf, n), ctx, ws, out);
+    bytes = encode_narrowed<T>(c, std::span<float const>(cf, n), ctx, ws, out);
     c.decode_sparse(std::span<std::byte const>(out.data(), bytes), ctx, ws.codec, ws.sparse);
     auto const rs = state_stream(ctx, s.tensor());
     parallel_chunks(n, grain, [&](std::size_t b, std::size_t end, int) {
@@ -99,7 +99,7 @@ struct residual {
                                           std::type_identity_t<std::span<T const>> grad, encode_context const& ctx,
                                           feedback_workspace<C, T>& ws, std::span<std::byte> out)
   const {
-    C const c = s.warmup().apply(codec, ctx.step);
+    C const c = feedback_detail::codec_at(s.warmup(), codec, ctx.step);
     feedback_detail::check_call(c, s, grad.size(), 1, out.size(), ctx, "residual");
     return feedback_detail::with_state_type(s.precision(), [&]<class S>() -> std::size_t {
       if (non_finite != non_finite_policy::propagate) {
@@ -108,10 +108,8 @@ struct residual {
           return 0;
       }
       if (fuse) {
-        if constexpr (feedback_detail::has_fused_block<C, T, S>)
-          return feedback_detail::residual_fused_block<S>(c, s, grad, ctx, ws, out);
-        else if constexpr (feedback_detail::has_fused_quantize<C, T>)
-          return feedback_detail::residual_fused_quantize<S>(c, s, grad, ctx, ws, out);
+        if constexpr (requires { c.template encode_compensated<S>(grad, s, ctx, ws.codec, out); })
+          return c.template encode_compensated<S>(grad, s, ctx, ws.codec, out);
         else if constexpr (SparseCodec<C, T>)
           return feedback_detail::residual_fused_sparse<S>(c, s, grad, ctx, ws, out);
       }
@@ -120,7 +118,7 @@ struct residual {
   }
 };
 
-static_assert(FeedbackFor<residual, identity>);  // conformance, stated where the policy is defined
+static_assert(FeedbackFor<residual, compress_detail::codec_archetype>);  // conformance, where the policy is defined
 
 }  // namespace sluice
 

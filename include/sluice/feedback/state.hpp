@@ -350,6 +350,16 @@ std::span<S> feedback_slice::buffer(std::size_t b) const noexcept {
   return state_->template buffer<S>(tensor_, b).subspan(offset_, count_);
 }
 
+/// The state feedback policy f needs for tensors of these element counts (and names).
+template <class F>
+requires requires {
+  F::state_kind;
+  F::state_buffers;
+}
+feedback_state make_state(F const& f, std::span<std::size_t const> extents, std::span<std::string const> names = {}) {
+  return feedback_state(f, extents, names);
+}
+
 }  // namespace sluice
 
 template <>

@@ -1,5 +1,6 @@
-// Warm-up: one schedule of a codec's strength over the first steps, for every codec (DGC's
-// exponential ramp of sparsity, a bits ramp for quantizers), applied through with_strength().
+// Warm-up: one schedule of a codec's strength over the first steps (DGC's exponential ramp of
+// sparsity, a bits ramp for quantizers). A codec declares what its strength is (codec_strength in
+// compress/concepts.hpp); the schedule never guesses it from field names.
 #pragma once
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include <sluice/compress/concepts.hpp>
 #include <sluice/core/error.hpp>
 
 namespace sluice {
@@ -20,90 +22,36 @@ enum class ramp_shape : std::uint8_t {
   linear = 1,       ///< arithmetic interpolation (a bits ramp 8 -> 4)
 };
 
-/// A codec's strength: the one number warm-up moves, found in this order: a codec's own
-/// `double strength() const` + `C with_strength(double) const`; `ratio` (top-k family, random-k:
-/// fraction kept); `bits` (max-min quantizer); `levels` (QSGD); `rank` (PowerSGD). Codecs with
-/// none of these (identity, cast, sign) have no strength and are never ramped.
-template <class C>
-struct strength_traits {
-  static constexpr bool custom = requires(C const& c, double s) {
-    { c.strength() } -> std::convertible_to<double>;
-    { c.with_strength(s) } -> std::convertible_to<C>;
-  };
-  static constexpr bool has_ratio = requires(C c) { requires std::is_floating_point_v<decltype(c.ratio)>; };
-  static constexpr bool has_bits = requires(C c) { requires std::is_integral_v<decltype(c.bits)>; };
-  static constexpr bool has_levels = requires(C c) { requires std::is_integral_v<decltype(c.levels)>; };
-  static constexpr bool has_rank = requires(C c) { requires std::is_integral_v<decltype(c.rank)>; };
-  /// Whether the codec has a strength at all.
-  static constexpr bool has_strength = custom || has_ratio || has_bits || has_levels || has_rank;
-  /// Strength values are rounded to integers (bits, levels, rank).
-  static constexpr bool integral = !custom && !has_ratio && (has_bits || has_levels || has_rank);
-  /// Where a schedule with start == 0 begins for a codec of strength `target`: DGC's 25% density,
-  /// 8 bits, 127 QSGD levels, or 4x the PowerSGD rank.
-  static constexpr double warm_start(double target) noexcept {
-    if constexpr (custom || has_ratio)
-      return 0.25;
-    else if constexpr (has_bits)
-      return 8.0;
-    else if constexpr (has_levels)
-      return 127.0;
-    else
-      return 4.0 * target;
-  }
-};
-
-/// The codec's strength (its ratio or bits), or 0 for a codec without one.
-template <class C>
+/// The codec's strength: the value of the member its `strength` declaration names.
+template <WarmableCodec C>
 double strength_of(C const& c) {
-  using tr = strength_traits<C>;
-  if constexpr (tr::custom)
-    return static_cast<double>(c.strength());
-  else if constexpr (tr::has_ratio)
-    return static_cast<double>(c.ratio);
-  else if constexpr (tr::has_bits)
-    return static_cast<double>(c.bits);
-  else if constexpr (tr::has_levels)
-    return static_cast<double>(c.levels);
-  else if constexpr (tr::has_rank)
-    return static_cast<double>(c.rank);
-  else
-    return 0.0;
+  return static_cast<double>(c.*C::strength.member);
 }
 
-/// A copy of `c` with strength `s` (rounded to the nearest integer for bits); `c` itself for a
-/// codec without strength.
-template <class C>
+/// A copy of `c` with strength `s` (rounded to nearest for an integral member).
+template <WarmableCodec C>
 C with_strength(C const& c, double s) {
-  using tr = strength_traits<C>;
-  if constexpr (tr::custom) {
-    return c.with_strength(s);
-  } else if constexpr (tr::has_ratio) {
-    C r = c;
-    r.ratio = static_cast<decltype(r.ratio)>(s);
-    return r;
-  } else if constexpr (tr::has_bits) {
-    C r = c;
-    r.bits = static_cast<decltype(r.bits)>(std::lround(s));
-    return r;
-  } else if constexpr (tr::has_levels) {
-    C r = c;
-    r.levels = static_cast<decltype(r.levels)>(std::lround(s));
-    return r;
-  } else if constexpr (tr::has_rank) {
-    C r = c;
-    r.rank = static_cast<decltype(r.rank)>(std::lround(s));
-    return r;
-  } else {
-    (void)s;
-    return c;
-  }
+  using value = std::remove_cvref_t<decltype(c.*C::strength.member)>;
+  C r = c;
+  if constexpr (std::is_integral_v<value>)
+    r.*C::strength.member = static_cast<value>(std::lround(s));
+  else
+    r.*C::strength.member = static_cast<value>(s);
+  return r;
+}
+
+/// Where a ramp with warmup::start == 0 begins for `c`: its declared warm start, scaled by its own
+/// strength when the declaration is relative.
+template <WarmableCodec C>
+double warm_start_of(C const& c) {
+  return C::strength.relative ? C::strength.warm_start * strength_of(c) : C::strength.warm_start;
 }
 
 /// The warm-up schedule: a regular value, saved with feedback_state so a restored run ramps
 /// exactly as the original would have. steps == 0 turns it off.
 struct warmup {
   std::uint64_t steps = 0;   ///< steps the ramp lasts; at and after it the codec's own strength
-  double start = 0.0;        ///< strength at step 0 in the codec's unit; 0: strength_traits::warm_start
+  double start = 0.0;        ///< strength at step 0 in the codec's unit; 0: the codec's declared warm start
   std::uint64_t stages = 0;  ///< 0: changes every step; s > 0: s constant stages (DGC: one per epoch)
   ramp_shape shape = ramp_shape::exponential;  ///< interpolation between start and the target
   friend bool operator==(warmup const&, warmup const&) = default;
@@ -123,25 +71,24 @@ struct warmup {
             start);
   }
 
-  /// The codec to use at `step`: `c` ramped from start towards c's own strength.
-  template <class C>
+  /// The codec to use at `step`: `c` ramped from start towards c's own strength. Only a codec
+  /// that declares its strength (WarmableCodec) can be ramped.
+  template <WarmableCodec C>
   [[nodiscard]] C apply(C const& c, std::uint64_t step) const {
-    using tr = strength_traits<C>;
-    if constexpr (!tr::has_strength) {
-      (void)step;
-      return c;
-    } else {
-      if (steps == 0 || step >= steps) return c;
-      double const from = start > 0 ? start : tr::warm_start(strength_of(c));
-      return with_strength(c, strength(step, strength_of(c), from));
-    }
+    if (steps == 0 || step >= steps) return c;
+    double const from = start > 0 ? start : warm_start_of(c);
+    return with_strength(c, strength(step, strength_of(c), from));
   }
 
-  /// The weakest codec the schedule ever uses (its step-0 codec): size output buffers with
-  /// its max_encoded_bytes, since a ramp starts with more data per message than the target.
+  /// The weakest codec the schedule ever uses (its step-0 codec; `c` itself for a codec without
+  /// strength): size output buffers with its max_encoded_bytes, since a ramp starts with more
+  /// data per message than the target.
   template <class C>
   [[nodiscard]] C peak(C const& c) const {
-    return apply(c, 0);
+    if constexpr (WarmableCodec<C>)
+      return apply(c, 0);
+    else
+      return c;
   }
 };
 

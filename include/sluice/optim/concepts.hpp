@@ -1,5 +1,6 @@
 // The Optimizer concept: a regular policy value (sgd, adam, adamw) that updates caller-owned fp32
 // parameters from a dense or sparse gradient, with all mutable state in an optimizer_state.
+// Declarations only: the state is defined in optim/state.hpp, sparse_view in core/sparse.hpp.
 #pragma once
 
 #include <concepts>
@@ -7,12 +8,18 @@
 #include <cstdint>
 #include <span>
 
-#include <Eigen/Core>
-
-#include <sluice/core/sparse.hpp>
-#include <sluice/optim/state.hpp>
+#include <sluice/core/concepts.hpp>
 
 namespace sluice {
+
+/// What an optimizer's state holds (optim/state.hpp).
+struct state_layout;
+/// The state of optimizer O for one tensor (optim/state.hpp).
+template <class O, class T>
+class optimizer_state;
+/// A non-owning sparse tensor (core/sparse.hpp).
+template <class T, SparseIndex Index>
+struct sparse_view;
 
 /// Opt-in tag: an optimizer declares `using optimizer_concept = optimizer_tag;`.
 struct optimizer_tag {};
@@ -33,8 +40,8 @@ struct optimizer_tag {};
 template <class O, class T = float>
 concept Optimizer = std::regular<O> && std::derived_from<typename O::optimizer_concept, optimizer_tag> &&
     requires(O const& o, optimizer_state<O, T>& s, std::span<T> params, std::span<T const> grad,
-             sparse_view<T const> sparse, sparse_view<T const, std::uint64_t> sparse64, std::span<Eigen::bfloat16> bf16,
-             std::span<Eigen::half> f16) {
+             sparse_view<T const, std::uint32_t> sparse, sparse_view<T const, std::uint64_t> sparse64,
+             std::span<Eigen::bfloat16> bf16, std::span<Eigen::half> f16) {
   { o.layout() } -> std::same_as<state_layout>;
   o.validate();
   o.step(s, params, grad);

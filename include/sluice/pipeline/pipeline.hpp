@@ -41,6 +41,7 @@
 #include <sluice/feedback/concepts.hpp>
 #include <sluice/feedback/momentum_correction.hpp>
 #include <sluice/feedback/no_feedback.hpp>
+#include <sluice/feedback/non_finite.hpp>
 #include <sluice/optim/concepts.hpp>
 #include <sluice/optim/sgd.hpp>
 #include <sluice/optim/state.hpp>

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include <sluice/transport/concepts.hpp>
+#include <sluice/transport/detail/progress.hpp>
 #include <sluice/transport/local.hpp>
 
 namespace sluice {

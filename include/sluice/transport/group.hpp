@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <sluice/transport/concepts.hpp>
+#include <sluice/transport/detail/progress.hpp>
 #include <sluice/transport/local.hpp>
 
 namespace sluice {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <sluice/transport/concepts.hpp>
+#include <sluice/transport/detail/progress.hpp>
 
 namespace sluice {
 

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include <sluice/transport/concepts.hpp>
+#include <sluice/transport/detail/progress.hpp>
 
 namespace sluice {
 

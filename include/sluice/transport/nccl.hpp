@@ -26,6 +26,7 @@
 
 #include <sluice/core/error.hpp>
 #include <sluice/transport/concepts.hpp>
+#include <sluice/transport/detail/progress.hpp>
 #include <sluice/transport/launcher.hpp>
 
 #if !defined(NCCL_VERSION_CODE) || NCCL_VERSION_CODE < 21400

@@ -17,8 +17,15 @@
 #include <sluice/core/error.hpp>
 #include <sluice/core/wire.hpp>
 #include <sluice/transport/concepts.hpp>
+#include <sluice/transport/detail/progress.hpp>
 
 namespace sluice::detail {
+
+/// The encode_context of `ctx` for rank `rank` (collective_context::for_rank); `salt` separates the
+/// random streams of the several encodes one rank makes in one call (chunks, phases).
+inline encode_context encode_ctx(collective_context const& ctx, int rank, std::uint64_t salt = 0) noexcept {
+  return ctx.for_rank(rank, salt);
+}
 
 /// Rethrows a sluice::error with the collective, tensor, step, rank and peer prepended (same errc).
 [[noreturn]] inline void rethrow_with(error const& e, char const* what, collective_context const& ctx, int rank,

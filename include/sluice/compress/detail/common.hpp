@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include <sluice/compress/concepts.hpp>
+#include <sluice/compress/context.hpp>
 #include <sluice/core/element.hpp>
 #include <sluice/core/error.hpp>
 #include <sluice/core/wire.hpp>

@@ -68,17 +68,21 @@ inline T load_value(std::span<std::byte const> vals, std::size_t j) noexcept {
   return v;
 }
 
-/// Writes a validated sparse frame into `dense`: zero-fill then set (overwrite) or add.
-template <Element T>
-void apply_sparse(sparse_frame_view const& f, std::span<std::uint32_t const> idx, std::span<T> dense, bool add,
+/// Writes a validated sparse frame into `dense`: zero-fill then set (overwrite) or add (accumulate).
+template <Element T, DecodeMode M>
+void apply_sparse(sparse_frame_view const& f, std::span<std::uint32_t const> idx, std::span<T> dense, M,
                   float scale = 1.0f) {
-  if (!add) std::fill(dense.begin(), dense.end(), T(0.0f));
+  constexpr bool add = M::accumulates;
+  if constexpr (!add) std::fill(dense.begin(), dense.end(), T(0.0f));
   auto const ix = idx.first(f.count);
   for (std::size_t j = 0; j < f.count; ++j) {
     sluice::detail::prefetch_scatter(ix, j, 1, dense.data());
     float const v = to_float(load_value<T>(f.values, j)) * scale;
     T& d = dense[ix[j]];
-    d = add ? from_float<T>(to_float(d) + v) : from_float<T>(v);
+    if constexpr (add)
+      d = from_float<T>(to_float(d) + v);
+    else
+      d = from_float<T>(v);
   }
 }
 

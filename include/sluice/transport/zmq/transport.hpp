@@ -24,6 +24,7 @@
 
 #include <sluice/core/error.hpp>
 #include <sluice/transport/concepts.hpp>
+#include <sluice/transport/detail/progress.hpp>
 #include <sluice/transport/launcher.hpp>
 #include <sluice/transport/zmq/curve.hpp>
 #include <sluice/transport/zmq/options.hpp>

@@ -1,7 +1,7 @@
-// Fused compensate + quantize + residual update for the max-min quantizer: per bucket, c = g + e
-// lives in L1 while it is ranged, quantized, packed and subtracted, so memory sees one pass (read
-// g, read e, write e, write the packed bits). Built on compress/'s per-bucket building blocks and
-// the codec's frame layout; bit-identical to encode + decode (tested).
+// Fused compensate + quantize + residual update for the max-min quantizer (its
+// encode_compensated): per bucket, c = g + e lives in L1 while it is ranged, quantized, packed and
+// subtracted, so memory sees one pass (read g, read e, write e, write the packed bits). Built on
+// the per-bucket building blocks and the codec's frame layout; bit-identical to encode + decode.
 #pragma once
 
 #include <algorithm>
@@ -16,33 +16,23 @@
 #include <type_traits>
 
 #include <sluice/compress/concepts.hpp>
-#include <sluice/feedback/detail/kernels.hpp>
-#include <sluice/feedback/state.hpp>
-#include <sluice/feedback/workspace.hpp>
-#if __has_include(<sluice/compress/maxmin_quantize.hpp>)
-#include <sluice/compress/maxmin_quantize.hpp>
-#define SLUICE_FEEDBACK_HAVE_MAXMIN 1
-#endif
+#include <sluice/compress/detail/common.hpp>
+#include <sluice/compress/detail/pack.hpp>
+#include <sluice/compress/detail/quantize.hpp>
+#include <sluice/compress/detail/residual.hpp>
+#include <sluice/core/parallel.hpp>
+#include <sluice/core/random.hpp>
+#include <sluice/core/simd.hpp>
+#include <sluice/core/wire.hpp>
 
-namespace sluice::feedback_detail {
+namespace sluice::compress_detail {
 
-/// True when codec C on T has a fused residual path here.
-template <class C, class T>
-inline constexpr bool has_fused_quantize =
-#ifdef SLUICE_FEEDBACK_HAVE_MAXMIN
-    std::is_same_v<C, maxmin_quantize>;
-#else
-    false;
-#endif
-
-/// Residual + maxmin_quantize in one pass per bucket. Writes the frame maxmin_quantize::encode
+/// Residual + maxmin_quantize (C) in one pass per bucket. Writes the frame maxmin_quantize::encode
 /// writes for c = g + e (same header, parameter, range and level sections) and sets
-/// e = c - decode(frame) bucket by bucket.
-template <class S, class C, class T>
-std::size_t residual_fused_quantize(C const& c, feedback_slice const& s, std::span<T const> grad,
-                                    encode_context const& ctx, feedback_workspace<C, T>&, std::span<std::byte> out) {
-#ifdef SLUICE_FEEDBACK_HAVE_MAXMIN
-  static_assert(std::is_same_v<C, maxmin_quantize>);
+/// e = c - decode(frame) bucket by bucket. `s` is the feedback's slice (Codec's encode_compensated).
+template <class S, class C, class T, class Slice, class W>
+std::size_t residual_fused_quantize(C const& c, Slice const& s, std::span<T const> grad, encode_context const& ctx, W&,
+                                    std::span<std::byte> out) {
   c.validate();
   std::size_t const n = grad.size(), nb = c.bucket_count(n), bucket = c.bucket;
   unsigned const bits = c.bits;
@@ -155,10 +145,6 @@ std::size_t residual_fused_quantize(C const& c, feedback_slice const& s, std::sp
   w.commit(compress_detail::packed_bytes(n, bits));
   if (auto const bad = bad_total.load()) s.state().record_non_finite(bad);
   return w.finish(&digests);
-#else
-  (void)c, (void)s, (void)grad, (void)ctx, (void)out;
-  return 0;
-#endif
 }
 
-}  // namespace sluice::feedback_detail
+}  // namespace sluice::compress_detail

@@ -1,6 +1,7 @@
-// Fused compensate + score for residual + block_top_k: e = g + e is written and the block's score
-// computed while the block is in registers, so selection needs no second read of the tensor.
-// Uses block_top_k's own scoring and selection building blocks; bit-identical to encode + decode.
+// Fused compensate + score for residual + block_top_k (its encode_compensated): e = g + e is
+// written and the block's score computed while the block is in registers, so selection needs no
+// second read of the tensor. Uses block_top_k's own scoring and selection building blocks;
+// bit-identical to encode + decode.
 #pragma once
 
 #include <algorithm>
@@ -10,17 +11,13 @@
 #include <span>
 #include <type_traits>
 
-#include <sluice/compress/block_top_k.hpp>
-#include <sluice/feedback/detail/kernels.hpp>
-#include <sluice/feedback/state.hpp>
-#include <sluice/feedback/workspace.hpp>
+#include <sluice/compress/detail/block_score.hpp>
+#include <sluice/compress/detail/common.hpp>
+#include <sluice/compress/detail/residual.hpp>
+#include <sluice/compress/detail/select.hpp>
+#include <sluice/core/parallel.hpp>
 
-namespace sluice::feedback_detail {
-
-/// True when residual + C on T with state S has the block-scoring fused kernel (fp32 in place).
-template <class C, class T, class S>
-inline constexpr bool has_fused_block =
-    std::is_same_v<C, block_top_k>&& std::is_same_v<T, float>&& std::is_same_v<S, float>;
+namespace sluice::compress_detail {
 
 template <block_score Score, std::size_t FixedB>
 std::uint64_t compensate_and_score(float const* g, float* e, std::size_t n, std::size_t block, float* scores) {
@@ -37,14 +34,14 @@ std::uint64_t compensate_and_score(float const* g, float* e, std::size_t n, std:
           x[k] = y[k] + x[k];
           bad += non_finite(x[k]) ? 1u : 0u;
         }
-        scores[j] = compress_detail::block_score_of<Score>(x, FixedB);
+        scores[j] = block_score_of<Score>(x, FixedB);
       } else {
         std::size_t const len = j < full ? block : n - first;
         for (std::size_t k = 0; k < len; ++k) {
           x[k] = y[k] + x[k];
           bad += non_finite(x[k]) ? 1u : 0u;
         }
-        scores[j] = compress_detail::block_score_of<Score>(x, len);
+        scores[j] = block_score_of<Score>(x, len);
       }
     }
     if (bad != 0) total.fetch_add(bad, std::memory_order_relaxed);
@@ -52,18 +49,18 @@ std::uint64_t compensate_and_score(float const* g, float* e, std::size_t n, std:
   return total.load();
 }
 
-/// residual + block_top_k, fp32 state, float gradients: compensate and score in one pass, select
-/// on the scores, write the frame from e, then zero the kept blocks (c - c = +0 for finite c; a
-/// non-finite c becomes 0 as in the composition).
-template <class S, class C, class T>
-std::size_t residual_fused_block(C const& c, feedback_slice const& s, std::span<T const> grad,
-                                 encode_context const& ctx, feedback_workspace<C, T>& ws, std::span<std::byte> out) {
-  static_assert(has_fused_block<C, T, S>);
+/// residual + block_top_k (C), fp32 state, float gradients: compensate and score in one pass,
+/// select on the scores, write the frame from e, then zero the kept blocks (c - c = +0 for finite
+/// c; a non-finite c becomes 0 as in the composition). `s` is the feedback's slice, `cw` the
+/// codec's workspace.
+template <class S, class C, class T, class Slice, class W>
+std::size_t residual_fused_block(C const& c, Slice const& s, std::span<T const> grad, encode_context const& ctx, W& cw,
+                                 std::span<std::byte> out) {
+  static_assert(std::is_same_v<S, float> && std::is_same_v<T, float>, "fp32 state and float gradients only");
   c.validate();
   std::size_t const n = grad.size();
   compress_detail::check_index_range(n, "block_top_k");
   std::size_t const nb = c.block_count(n), b = c.keep_blocks(n), block = c.block;
-  auto& cw = ws.codec;
   compress_detail::grow(cw.scores, nb);
   compress_detail::grow(cw.indices, b);
   compress_detail::grow(cw.kept_scores, b);
@@ -93,4 +90,4 @@ std::size_t residual_fused_block(C const& c, feedback_slice const& s, std::span<
   return bytes;
 }
 
-}  // namespace sluice::feedback_detail
+}  // namespace sluice::compress_detail
