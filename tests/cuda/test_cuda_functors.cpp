@@ -323,7 +323,7 @@ TEST_CASE("random_k with fused feedback equals compensate, encode, decode, subtr
       std::vector<std::byte> ref(c.max_encoded_bytes(n));
       codec_workspace<random_k, float> ws;
       ref.resize(c.encode(std::span<float const>(cv), ctx, ws, ref));
-      c.decode(std::span<std::byte const>(ref), ctx, ws, std::span<float>(d));
+      sluice::decode(c, std::span<std::byte const>(ref), ctx, ws, std::span<float>(d));
       for (std::size_t i = 0; i < n; ++i) e_ref[i] = cv[i] - d[i];
       std::size_t const k = c.keep(n);
       std::vector<std::uint32_t> idx(k);

@@ -192,7 +192,7 @@ TEST_CASE("device random-k draws random_k's indices and writes its frame, with a
         REQUIRE(frame.size() == cpu.size());
         CHECK(std::memcmp(frame.data(), cpu.data(), cpu.size()) == 0);
         if (fb) {
-          c.decode(std::span<std::byte const>(cpu), ctx, ws, std::span<float>(d));
+          sluice::decode(c, std::span<std::byte const>(cpu), ctx, ws, std::span<float>(d));
           for (std::size_t i = 0; i < n; ++i) cv[i] = cv[i] - d[i];
           same_bits(download(dx.data(), n), cv, "random-k residual");
         } else {
