@@ -10,8 +10,8 @@
 // Every level gives the bits of the baseline (same IEEE operations in the same order per element,
 // no contraction into FMA), so ranks on different CPUs encode the same bytes. AVX-512F includes FMA
 // (and so does a baseline the user raised with -march), so the lane types round every product on
-// its own: the product passes through an empty asm (simd_detail::opaque), which stops GCC
-// (-ffp-contract=fast) and clang from fusing it with the add or subtract that consumes it.
+// its own: the product passes through an empty asm, which stops GCC (-ffp-contract=fast) and
+// clang from fusing it with the add or subtract that consumes it.
 //
 // SLUICE_SIMD in the environment caps the level: `baseline` forces the baseline bodies, `avx2`
 // the AVX2 ones on an AVX-512 CPU (tests run all three).
@@ -24,13 +24,12 @@
 #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
 #include <immintrin.h>
 #define SLUICE_HAVE_AVX2_TARGET 1
-/// Marks a function body compiled for AVX2 (without FMA, so nothing is contracted); call it only
-/// when use_avx2().
+/// Marks a function compiled for AVX2 outside the stamped bodies (the bf16 Adam loops, the Philox
+/// state they keep in registers); call it only when use_avx2().
 #define SLUICE_TARGET_AVX2 __attribute__((target("avx2")))
 #define SLUICE_HAVE_AVX512_TARGET 1
-/// Marks a function body compiled for AVX-512 F/BW/VL/DQ (and AVX2); call it only when
-/// use_avx512(). FMA is part of AVX-512F: keep products opaque (simd_detail::opaque) where a
-/// contraction would change bits.
+/// Marks a function compiled for AVX-512 F/BW/VL/DQ (and AVX2) outside the stamped bodies; call
+/// it only when use_avx512(). FMA is part of AVX-512F: products go through the lane types.
 #define SLUICE_TARGET_AVX512 __attribute__((target("avx2,avx512f,avx512bw,avx512vl,avx512dq")))
 #else
 #define SLUICE_HAVE_AVX2_TARGET 0
@@ -98,17 +97,6 @@ inline simd detect() noexcept {
 #endif
   return simd::baseline;
 }
-
-#if SLUICE_HAVE_AVX512_TARGET
-/// x unchanged, but opaque to the optimizer: a product passed through it cannot be fused with the
-/// add or subtract that consumes it (FMA rounds once where the baseline rounds twice). For the
-/// AVX-512 bodies only.
-template <class V>
-SLUICE_TARGET_AVX512 __attribute__((always_inline)) inline V opaque(V x) noexcept {
-  __asm__("" : "+v"(x));
-  return x;
-}
-#endif
 
 }  // namespace simd_detail
 

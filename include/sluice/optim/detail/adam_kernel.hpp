@@ -62,16 +62,21 @@ struct adam_kernel : adam_scalars {
     inv_sqrt_bc2 = static_cast<float>(inv_sqrt_bc2_d);
   }
 
+  /// f.template operator()<L2, Decoupled>() for this step's weight decay.
+  template <class F>
+  void with_decay(F&& f) const noexcept {
+    if (l2)
+      f.template operator()<true, false>();
+    else if (decoupled)
+      f.template operator()<false, true>();
+    else
+      f.template operator()<false, false>();
+  }
+
   /// One step on n contiguous float elements (params, gradient, m, v) in place, at level L.
   template <simd L>
   void core_at(float* p, float const* g, float* mm, float* vv, std::size_t n) const noexcept {
-    using body = adam_lanes<L>;
-    if (l2)
-      body::template dense<true, false>(*this, p, g, mm, vv, n);
-    else if (decoupled)
-      body::template dense<false, true>(*this, p, g, mm, vv, n);
-    else
-      body::template dense<false, false>(*this, p, g, mm, vv, n);
+    with_decay([&]<bool L2, bool D>() { adam_lanes<L>::template dense<L2, D>(*this, p, g, mm, vv, n); });
   }
 
   /// One step on n contiguous float elements (one tile), at this process's level.
@@ -90,13 +95,9 @@ struct adam_kernel : adam_scalars {
   void core_blocks(float* p, float* mm, float* vv, float const* vals, Index const* idx, std::size_t count,
                    std::size_t b, std::size_t n, std::size_t ahead) const noexcept {
     simd_detail::dispatch([&](auto l) {
-      using body = adam_lanes<decltype(l)::value>;
-      if (l2)
-        body::template blocks<true, false>(*this, p, mm, vv, vals, idx, count, b, n, ahead);
-      else if (decoupled)
-        body::template blocks<false, true>(*this, p, mm, vv, vals, idx, count, b, n, ahead);
-      else
-        body::template blocks<false, false>(*this, p, mm, vv, vals, idx, count, b, n, ahead);
+      with_decay([&]<bool L2, bool D>() {
+        adam_lanes<decltype(l)::value>::template blocks<L2, D>(*this, p, mm, vv, vals, idx, count, b, n, ahead);
+      });
     });
   }
 
@@ -106,11 +107,11 @@ struct adam_kernel : adam_scalars {
   using lanes = adam_lanes<simd::avx2>::consts;
   using v8 = simd_detail::vf32<simd::avx2>;
 
-  __attribute__((target("avx2"))) lanes make_lanes() const noexcept { return adam_lanes<simd::avx2>::make(*this); }
+  SLUICE_TARGET_AVX2 lanes make_lanes() const noexcept { return adam_lanes<simd::avx2>::make(*this); }
 
   template <bool L2, bool Decoupled>
-  __attribute__((target("avx2"), always_inline)) static inline void lanes8(lanes const& c, __m256& p, __m256 g,
-                                                                           __m256& m, __m256& v) noexcept {
+  SLUICE_TARGET_AVX2 __attribute__((always_inline)) static inline void lanes8(lanes const& c, __m256& p, __m256 g,
+                                                                              __m256& m, __m256& v) noexcept {
     v8 pv{p}, mv{m}, vv{v};
     adam_lanes<simd::avx2>::step<L2, Decoupled>(c, pv, v8{g}, mv, vv);
     p = pv.v, m = mv.v, v = vv.v;
@@ -124,7 +125,7 @@ struct adam_kernel : adam_scalars {
     __m256i top_lo, top_hi;          // top halfword of each lane -> bytes 0-7 / 8-15 of its 128-bit lane
   };
 
-  __attribute__((target("avx2"))) static bf16_lanes make_bf16_lanes() noexcept {
+  SLUICE_TARGET_AVX2 static bf16_lanes make_bf16_lanes() noexcept {
     char const z = static_cast<char>(0x80);
     // Rounding bytes: elements 0-7 read bytes 0-7 of each 128-bit lane of the halfwords, elements
     // 8-15 bytes 8-15 (see step16_bf16 for their order); the low byte is moment 0's, the high
@@ -146,14 +147,14 @@ struct adam_kernel : adam_scalars {
   }
 
   /// bf16_stochastic on eight lanes without the NaN case: the rounded bits, top half significant.
-  __attribute__((target("avx2"), always_inline)) static inline __m256i round8(__m256 x, __m256i add) noexcept {
+  SLUICE_TARGET_AVX2 __attribute__((always_inline)) static inline __m256i round8(__m256 x, __m256i add) noexcept {
     return _mm256_add_epi32(_mm256_castps_si256(x), add);
   }
 
   /// bf16_stochastic on eight lanes: add the rounding bits below bit 16, quiet NaNs (top half
   /// significant, as round8).
-  __attribute__((target("avx2"), always_inline)) static inline __m256i round8_nan(bf16_lanes const& k, __m256 x,
-                                                                                  __m256i add) noexcept {
+  SLUICE_TARGET_AVX2 __attribute__((always_inline)) static inline __m256i round8_nan(bf16_lanes const& k, __m256 x,
+                                                                                     __m256i add) noexcept {
     __m256i const bits = _mm256_castps_si256(x);
     __m256i const is_nan = _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q));
     __m256i const nan = _mm256_or_si256(_mm256_and_si256(bits, k.sign), k.qnan);
@@ -161,15 +162,15 @@ struct adam_kernel : adam_scalars {
   }
 
   /// The top halfwords of a (elements 0-7) and b (8-15) as sixteen bf16 in order.
-  __attribute__((target("avx2"), always_inline)) static inline __m256i top16(bf16_lanes const& k, __m256i a,
-                                                                             __m256i b) noexcept {
+  SLUICE_TARGET_AVX2 __attribute__((always_inline)) static inline __m256i top16(bf16_lanes const& k, __m256i a,
+                                                                                __m256i b) noexcept {
     // [a0-3 b0-3 | a4-7 b4-7] in 64-bit quarters -> natural order.
     __m256i const ab = _mm256_blend_epi32(_mm256_shuffle_epi8(a, k.top_lo), _mm256_shuffle_epi8(b, k.top_hi), 0xcc);
     return _mm256_permute4x64_epi64(ab, 0xd8);
   }
 
   /// Eight halfwords in both 128-bit lanes (a load, no shuffle).
-  __attribute__((target("avx2"), always_inline)) static inline __m256i load8(std::uint16_t const* x) noexcept {
+  SLUICE_TARGET_AVX2 __attribute__((always_inline)) static inline __m256i load8(std::uint16_t const* x) noexcept {
     return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<__m128i const*>(x)));
   }
 
@@ -180,7 +181,7 @@ struct adam_kernel : adam_scalars {
   /// one test per sixteen elements (NaN in any of m + v: infinities of opposite sign give false
   /// alarms, which only cost time) takes the quieting path.
   template <bool L2, bool Decoupled>
-  __attribute__((target("avx2"), always_inline)) static inline void step16_bf16(
+  SLUICE_TARGET_AVX2 __attribute__((always_inline)) static inline void step16_bf16(
       lanes const& c, bf16_lanes const& k, float* SLUICE_RESTRICT p, float const* SLUICE_RESTRICT g,
       std::uint16_t* SLUICE_RESTRICT mb, std::uint16_t* SLUICE_RESTRICT vb, __m256i r) noexcept {
     __m256 m[2], v[2];
@@ -208,9 +209,9 @@ struct adam_kernel : adam_scalars {
 
   /// The tail of the bf16 loops (n < 16): widened to float, stepped by the fp32 lanes, rounded.
   template <bool L2, bool Decoupled>
-  __attribute__((target("avx2"))) static void tail_bf16(
-      lanes const& c, float* SLUICE_RESTRICT p, float const* SLUICE_RESTRICT g, std::uint16_t* SLUICE_RESTRICT mb,
-      std::uint16_t* SLUICE_RESTRICT vb, std::uint16_t const* SLUICE_RESTRICT rnd, std::size_t n) noexcept {
+  SLUICE_TARGET_AVX2 static void tail_bf16(lanes const& c, float* SLUICE_RESTRICT p, float const* SLUICE_RESTRICT g,
+                                           std::uint16_t* SLUICE_RESTRICT mb, std::uint16_t* SLUICE_RESTRICT vb,
+                                           std::uint16_t const* SLUICE_RESTRICT rnd, std::size_t n) noexcept {
     alignas(64) float m[16], v[16];
     for (std::size_t i = 0; i < n; ++i) m[i] = bf16_to_float(mb[i]), v[i] = bf16_to_float(vb[i]);
     adam_lanes<simd::avx2>::run<L2, Decoupled>(c, p, g, m, v, n);
@@ -224,11 +225,9 @@ struct adam_kernel : adam_scalars {
   /// bf16 moments in one pass with the rounding halfwords rnd[0 .. n) (element i: rnd[i], as
   /// run_contiguous's portable path draws them), reading and writing each array once.
   template <bool L2, bool Decoupled>
-  __attribute__((target("avx2"))) void core_bf16_avx2_impl(float* SLUICE_RESTRICT p, float const* SLUICE_RESTRICT g,
-                                                           std::uint16_t* SLUICE_RESTRICT mb,
-                                                           std::uint16_t* SLUICE_RESTRICT vb,
-                                                           std::uint16_t const* SLUICE_RESTRICT rnd,
-                                                           std::size_t n) const noexcept {
+  SLUICE_TARGET_AVX2 void core_bf16_avx2_impl(float* SLUICE_RESTRICT p, float const* SLUICE_RESTRICT g,
+                                              std::uint16_t* SLUICE_RESTRICT mb, std::uint16_t* SLUICE_RESTRICT vb,
+                                              std::uint16_t const* SLUICE_RESTRICT rnd, std::size_t n) const noexcept {
     lanes const c = make_lanes();
     bf16_lanes const k = make_bf16_lanes();
     std::size_t i = 0;
@@ -246,10 +245,10 @@ struct adam_kernel : adam_scalars {
   /// spread between the four 16-element steps of this one, so that their multiply chain overlaps
   /// the Adam arithmetic instead of stalling a separate pass on its latency.
   template <bool L2, bool Decoupled>
-  __attribute__((target("avx2"))) void core_bf16_stream_impl(float* SLUICE_RESTRICT p, float const* SLUICE_RESTRICT g,
-                                                             std::uint16_t* SLUICE_RESTRICT mb,
-                                                             std::uint16_t* SLUICE_RESTRICT vb, philox_lanes const& rs,
-                                                             std::uint64_t first, std::size_t n) const noexcept {
+  SLUICE_TARGET_AVX2 void core_bf16_stream_impl(float* SLUICE_RESTRICT p, float const* SLUICE_RESTRICT g,
+                                                std::uint16_t* SLUICE_RESTRICT mb, std::uint16_t* SLUICE_RESTRICT vb,
+                                                philox_lanes const& rs, std::uint64_t first,
+                                                std::size_t n) const noexcept {
     std::size_t i = 0;
     if ((first & 7) == 0 && n >= 64) {
       lanes const c = make_lanes();
@@ -294,31 +293,16 @@ struct adam_kernel : adam_scalars {
                         std::uint64_t first, std::size_t n) const noexcept {
 #if SLUICE_HAVE_AVX512_TARGET
     if (use_avx512()) {
-      if (l2)
-        core_bf16_stream_512<true, false>(p, g, mb, vb, rs, first, n);
-      else if (decoupled)
-        core_bf16_stream_512<false, true>(p, g, mb, vb, rs, first, n);
-      else
-        core_bf16_stream_512<false, false>(p, g, mb, vb, rs, first, n);
+      with_decay([&]<bool L2, bool D>() { core_bf16_stream_512<L2, D>(p, g, mb, vb, rs, first, n); });
       return;
     }
 #endif
-    if (l2)
-      core_bf16_stream_impl<true, false>(p, g, mb, vb, rs, first, n);
-    else if (decoupled)
-      core_bf16_stream_impl<false, true>(p, g, mb, vb, rs, first, n);
-    else
-      core_bf16_stream_impl<false, false>(p, g, mb, vb, rs, first, n);
+    with_decay([&]<bool L2, bool D>() { core_bf16_stream_impl<L2, D>(p, g, mb, vb, rs, first, n); });
   }
 
   void core_bf16_avx2(float* p, float const* g, std::uint16_t* mb, std::uint16_t* vb, std::uint16_t const* rnd,
                       std::size_t n) const noexcept {
-    if (l2)
-      core_bf16_avx2_impl<true, false>(p, g, mb, vb, rnd, n);
-    else if (decoupled)
-      core_bf16_avx2_impl<false, true>(p, g, mb, vb, rnd, n);
-    else
-      core_bf16_avx2_impl<false, false>(p, g, mb, vb, rnd, n);
+    with_decay([&]<bool L2, bool D>() { core_bf16_avx2_impl<L2, D>(p, g, mb, vb, rnd, n); });
   }
 #endif
 
