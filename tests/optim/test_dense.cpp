@@ -256,10 +256,10 @@ TEST_CASE("distinct tensors step concurrently from different threads") {
 }
 
 #if SLUICE_HAVE_AVX2_TARGET
-TEST_CASE("the fused AVX2 Adam loops equal the portable tile passes bit for bit") {
+TEST_CASE("the Adam lanes of every level equal the baseline's bit for bit, and the bf16 loop too") {
   if (!sluice::use_avx2()) return;
   using detail::optim::adam_kernel;
-  std::size_t const n = 1003;  // not a multiple of 8 or 16: covers the scalar tails
+  std::size_t const n = 1003;  // not a multiple of 4, 8 or 16: covers the partial tails
   // Edge values among the random ones: zero and huge gradients, zero moments, NaN, infinity.
   auto edge = [](std::vector<float> v) {
     v[0] = 0.0f, v[1] = -0.0f, v[2] = 3e38f, v[3] = std::numeric_limits<float>::infinity();
@@ -274,10 +274,8 @@ TEST_CASE("the fused AVX2 Adam loops equal the portable tile passes bit for bit"
     for (auto& x : v1) x = std::abs(x);
     v1[6] = 0.0f;
     auto p2 = p1, m2 = m1, v2 = v1;
-    std::vector<float> tmp(n);
-    float* mp1[2] = {m1.data(), v1.data()};
-    k.core_portable(p1.data(), g.data(), mp1, tmp.data(), n);
-    k.core_avx2(p2.data(), g.data(), m2.data(), v2.data(), n);
+    k.core_at<sluice::simd::baseline>(p1.data(), g.data(), m1.data(), v1.data(), n);
+    k.core_at<sluice::simd::avx2>(p2.data(), g.data(), m2.data(), v2.data(), n);
     for (std::size_t i = 0; i < n; ++i) {
       REQUIRE(std::bit_cast<std::uint32_t>(p1[i]) == std::bit_cast<std::uint32_t>(p2[i]));
       REQUIRE(std::bit_cast<std::uint32_t>(m1[i]) == std::bit_cast<std::uint32_t>(m2[i]));
@@ -289,7 +287,7 @@ TEST_CASE("the fused AVX2 Adam loops equal the portable tile passes bit for bit"
       auto p3 = random_floats(n, 41), m3 = random_floats(n, 42, 1e-2f), v3 = random_floats(n, 43, 1e-4f);
       for (auto& x : v3) x = std::abs(x);
       v3[6] = 0.0f;
-      k.core_avx512(p3.data(), g.data(), m3.data(), v3.data(), n);
+      k.core_at<sluice::simd::avx512>(p3.data(), g.data(), m3.data(), v3.data(), n);
       for (std::size_t i = 0; i < n; ++i) {
         REQUIRE(std::bit_cast<std::uint32_t>(p1[i]) == std::bit_cast<std::uint32_t>(p3[i]));
         REQUIRE(std::bit_cast<std::uint32_t>(m1[i]) == std::bit_cast<std::uint32_t>(m3[i]));
@@ -310,8 +308,7 @@ TEST_CASE("the fused AVX2 Adam loops equal the portable tile passes bit for bit"
     auto mb2 = mb, vb2 = vb;
     std::vector<float> mf(n), vf(n);
     for (std::size_t i = 0; i < n; ++i) mf[i] = detail::bf16_to_float(mb[i]), vf[i] = detail::bf16_to_float(vb[i]);
-    float* mp[2] = {mf.data(), vf.data()};
-    k.core_portable(q1.data(), g.data(), mp, tmp.data(), n);
+    k.core_at<sluice::simd::baseline>(q1.data(), g.data(), mf.data(), vf.data(), n);
     for (std::size_t i = 0; i < n; ++i) {
       mb[i] = detail::bf16_stochastic(mf[i], (std::uint32_t{rnd[i]} << 24) & 0xff000000u);
       vb[i] = detail::bf16_stochastic(vf[i], (std::uint32_t{rnd[i]} << 16) & 0xff000000u);
@@ -325,11 +322,10 @@ TEST_CASE("the fused AVX2 Adam loops equal the portable tile passes bit for bit"
   }
 }
 
-#if SLUICE_HAVE_AVX512_TARGET
-TEST_CASE("the AVX-512 SGD loops (per tile and over a range) equal the portable loops bit for bit") {
-  if (!sluice::use_avx512()) return;
+TEST_CASE("the SGD lanes of every level (per tile and over a range) equal the baseline's bit for bit") {
   using detail::optim::sgd_kernel;
-  std::size_t const n = 1003;  // a masked tail of 11
+  using sluice::simd;
+  std::size_t const n = 1003;  // partial tails of 3 and 11
   auto g = random_floats(n, 60);
   g[0] = 0.0f, g[1] = -0.0f, g[2] = 3e38f, g[3] = std::numeric_limits<float>::infinity();
   g[4] = std::numeric_limits<float>::quiet_NaN(), g[5] = 1e-40f;
@@ -344,25 +340,27 @@ TEST_CASE("the AVX-512 SGD loops (per tile and over a range) equal the portable 
           CAPTURE(step);
           sgd_kernel const k(1e-2, momentum, 0.1, wd, nesterov, step);
           auto p1 = random_floats(n, 61), b1 = random_floats(n, 62, 1e-2f);
-          auto p2 = p1, b2 = b1, p3 = p1, b3 = b1;
-          float* m[1] = {b2.data()};
-          k.core(p2.data(), g.data(), m, nullptr, n);  // the AVX-512 body
-          float* m3[1] = {b3.data()};
-          k.core_range(p3.data(), g.data(), m3, n);  // its tile loop: three tiles and a masked tail
-          if (momentum == 0)
-            wd != 0 ? k.plain<true>(p1.data(), g.data(), n) : k.plain<false>(p1.data(), g.data(), n);
-          else
-            wd != 0 ? k.momentum_dispatch<true>(p1.data(), g.data(), b1.data(), n)
-                    : k.momentum_dispatch<false>(p1.data(), g.data(), b1.data(), n);
-          for (std::size_t i = 0; i < n; ++i) {
-            REQUIRE(std::bit_cast<std::uint32_t>(p1[i]) == std::bit_cast<std::uint32_t>(p2[i]));
-            REQUIRE(std::bit_cast<std::uint32_t>(b1[i]) == std::bit_cast<std::uint32_t>(b2[i]));
-            REQUIRE(std::bit_cast<std::uint32_t>(p1[i]) == std::bit_cast<std::uint32_t>(p3[i]));
-            REQUIRE(std::bit_cast<std::uint32_t>(b1[i]) == std::bit_cast<std::uint32_t>(b3[i]));
+          k.run_at<simd::baseline, false>(p1.data(), g.data(), b1.data(), n);
+          auto check = [&](auto level, bool range) {
+            CAPTURE(static_cast<int>(decltype(level)::value));
+            CAPTURE(range);
+            auto p2 = random_floats(n, 61), b2 = random_floats(n, 62, 1e-2f);
+            range ? k.run_at<decltype(level)::value, true>(p2.data(), g.data(), b2.data(), n)
+                  : k.run_at<decltype(level)::value, false>(p2.data(), g.data(), b2.data(), n);
+            for (std::size_t i = 0; i < n; ++i) {
+              REQUIRE(std::bit_cast<std::uint32_t>(p1[i]) == std::bit_cast<std::uint32_t>(p2[i]));
+              REQUIRE(std::bit_cast<std::uint32_t>(b1[i]) == std::bit_cast<std::uint32_t>(b2[i]));
+            }
+          };
+          for (bool range : {false, true}) {
+            check(sluice::simd_detail::level_t<simd::baseline>{}, range);
+            if (sluice::simd_level() >= simd::avx2) check(sluice::simd_detail::level_t<simd::avx2>{}, range);
+#if SLUICE_HAVE_AVX512_TARGET
+            if (sluice::simd_level() >= simd::avx512) check(sluice::simd_detail::level_t<simd::avx512>{}, range);
+#endif
           }
         }
 }
-#endif
 
 // With AVX-512 core_bf16_stream runs its AVX-512 body (128 elements per iteration, the rest in
 // the AVX2 body), so this compares it with the AVX2 words-through-memory loop.

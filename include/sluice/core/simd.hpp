@@ -1,12 +1,17 @@
-// Run-time choice of instruction set for the hot kernels. The library is compiled for the baseline
-// of its target (x86-64: SSE2) unless the user asks for more, and kernels that gain from wider
-// vectors carry more bodies compiled for AVX2 and AVX-512 (GCC/Clang `target` attribute), chosen
-// once per process from what the CPU supports. Every wider body is bit-identical to the baseline
-// one (same IEEE operations in the same order per element, no contraction into FMA), so ranks on
-// different CPUs encode the same bytes. The AVX2 target leaves FMA off; AVX-512F includes FMA, so
-// the AVX-512 bodies keep products apart from their sums with simd_detail::opaque (GCC contracts
-// _mm512_add_ps(_mm512_mul_ps(a, b), c) into vfmadd under the default -ffp-contract=fast, and clang
-// contracts scalar a * b + c; an empty asm on the product stops both).
+// Run-time choice of instruction set for the hot kernels, and the one idiom they are written in.
+// The library is compiled for the baseline of its target (x86-64: SSE2) unless the user asks for
+// more. A kernel body is written once, over a lane type (simd_detail::vf32<L>, core/detail/lanes.hpp),
+// in a header without include guard that core/detail/simd_stamp.hpp includes once per level, each
+// time compiled for that level's instruction set (GCC `#pragma GCC target`, clang `#pragma clang
+// attribute`), as the explicit specialization Body<L> of a class template; simd_detail::dispatch
+// picks the level once per public call. (A body template without the target cannot call the
+// targeted lane operations, even inlined into a targeted caller: GCC and clang both refuse.)
+//
+// Every level gives the bits of the baseline (same IEEE operations in the same order per element,
+// no contraction into FMA), so ranks on different CPUs encode the same bytes. AVX-512F includes FMA
+// (and so does a baseline the user raised with -march), so the lane types round every product on
+// its own: the product passes through an empty asm, which stops GCC (-ffp-contract=fast) and
+// clang from fusing it with the add or subtract that consumes it.
 //
 // SLUICE_SIMD in the environment caps the level: `baseline` forces the baseline bodies, `avx2`
 // the AVX2 ones on an AVX-512 CPU (tests run all three).
@@ -14,17 +19,17 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
 #include <immintrin.h>
 #define SLUICE_HAVE_AVX2_TARGET 1
-/// Marks a function body compiled for AVX2 (without FMA, so nothing is contracted); call it only
-/// when use_avx2().
+/// Marks a function compiled for AVX2 outside the stamped bodies (the bf16 Adam loops, the Philox
+/// state they keep in registers); call it only when use_avx2().
 #define SLUICE_TARGET_AVX2 __attribute__((target("avx2")))
 #define SLUICE_HAVE_AVX512_TARGET 1
-/// Marks a function body compiled for AVX-512 F/BW/VL/DQ (and AVX2); call it only when
-/// use_avx512(). FMA is part of AVX-512F: keep products opaque (simd_detail::opaque) where a
-/// contraction would change bits.
+/// Marks a function compiled for AVX-512 F/BW/VL/DQ (and AVX2) outside the stamped bodies; call
+/// it only when use_avx512(). FMA is part of AVX-512F: products go through the lane types.
 #define SLUICE_TARGET_AVX512 __attribute__((target("avx2,avx512f,avx512bw,avx512vl,avx512dq")))
 #else
 #define SLUICE_HAVE_AVX2_TARGET 0
@@ -45,6 +50,25 @@
 #define SLUICE_AVX512_DIAGNOSTICS_BEGIN
 #define SLUICE_AVX512_DIAGNOSTICS_END
 #endif
+
+// Regions of code compiled for one level (core/detail/lanes.hpp, core/detail/simd_stamp.hpp):
+// every function defined between BEGIN and END carries the level's target.
+// (_Pragma takes one string literal: the lines stay long.)
+// clang-format off
+#if SLUICE_HAVE_AVX2_TARGET && defined(__clang__)
+#define SLUICE_SIMD_BEGIN_AVX2 _Pragma("clang attribute push(__attribute__((target(\"avx2\"))), apply_to = function)")
+#define SLUICE_SIMD_BEGIN_AVX512 _Pragma("clang attribute push(__attribute__((target(\"avx2,avx512f,avx512bw,avx512vl,avx512dq\"))), apply_to = function)")
+#define SLUICE_SIMD_END_AVX2 _Pragma("clang attribute pop")
+#define SLUICE_SIMD_END_AVX512 _Pragma("clang attribute pop")
+#elif SLUICE_HAVE_AVX2_TARGET
+#define SLUICE_SIMD_BEGIN_AVX2 _Pragma("GCC push_options") _Pragma("GCC target(\"avx2\")")
+#define SLUICE_SIMD_BEGIN_AVX512                                                                 \
+  _Pragma("GCC push_options") _Pragma("GCC target(\"avx2,avx512f,avx512bw,avx512vl,avx512dq\")") \
+      SLUICE_AVX512_DIAGNOSTICS_BEGIN
+#define SLUICE_SIMD_END_AVX2 _Pragma("GCC pop_options")
+#define SLUICE_SIMD_END_AVX512 SLUICE_AVX512_DIAGNOSTICS_END _Pragma("GCC pop_options")
+#endif
+// clang-format on
 
 namespace sluice {
 
@@ -73,17 +97,6 @@ inline simd detect() noexcept {
 #endif
   return simd::baseline;
 }
-
-#if SLUICE_HAVE_AVX512_TARGET
-/// x unchanged, but opaque to the optimizer: a product passed through it cannot be fused with the
-/// add or subtract that consumes it (FMA rounds once where the baseline rounds twice). For the
-/// AVX-512 bodies only.
-template <class V>
-SLUICE_TARGET_AVX512 __attribute__((always_inline)) inline V opaque(V x) noexcept {
-  __asm__("" : "+v"(x));
-  return x;
-}
-#endif
 
 }  // namespace simd_detail
 
@@ -123,5 +136,28 @@ inline bool use_avx512() noexcept {
   return false;
 #endif
 }
+
+namespace simd_detail {
+
+/// The level L as a type, for the generic lambda simd_detail::dispatch calls.
+template <simd L>
+using level_t = std::integral_constant<simd, L>;
+
+/// f(level_t<L>{}) for the level L this process runs, capped at Max (a kernel stamped only up to
+/// Max): the one choice per public call; f calls Body<L>'s entry point.
+template <simd Max = simd::avx512, class F>
+decltype(auto) dispatch(F&& f) {
+#if SLUICE_HAVE_AVX512_TARGET
+  if constexpr (Max >= simd::avx512)
+    if (simd_level() >= simd::avx512) return f(level_t<simd::avx512>{});
+#endif
+#if SLUICE_HAVE_AVX2_TARGET
+  if constexpr (Max >= simd::avx2)
+    if (simd_level() >= simd::avx2) return f(level_t<simd::avx2>{});
+#endif
+  return f(level_t<simd::baseline>{});
+}
+
+}  // namespace simd_detail
 
 }  // namespace sluice

@@ -194,28 +194,25 @@ namespace detail {
 /// ranges of 2-16 MiB); smaller ones are written in place and stay cached.
 inline constexpr std::size_t densify_stream_bytes = std::size_t{1} << 20;
 
-#if SLUICE_HAVE_AVX512_TARGET
-SLUICE_TARGET_AVX512 inline void stream_lines_avx512(std::byte* SLUICE_RESTRICT dst,
-                                                     std::byte const* SLUICE_RESTRICT src, std::size_t bytes) noexcept {
-  for (std::size_t i = 0; i < bytes; i += 64)
-    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + i), _mm512_load_si512(src + i));
-}
-#endif
+/// stream_lines at level L (core/detail/stream_body.hpp, stamped below).
+template <simd L>
+struct stream_lanes;
+
+}  // namespace detail
+}  // namespace sluice
+
+#define SLUICE_SIMD_BODY <sluice/core/detail/stream_body.hpp>
+#include <sluice/core/detail/simd_stamp.hpp>
+
+namespace sluice {
+namespace detail {
 
 /// Copies `bytes` (a multiple of 64) from the 64-byte-aligned `src` to the 64-byte-aligned `dst`
 /// with non-temporal stores where the target has them (stream_fence() before anyone else reads
 /// `dst`), plain stores elsewhere.
 inline void stream_lines(std::byte* SLUICE_RESTRICT dst, std::byte const* SLUICE_RESTRICT src,
                          std::size_t bytes) noexcept {
-#if SLUICE_HAVE_AVX512_TARGET
-  if (use_avx512()) return stream_lines_avx512(dst, src, bytes);
-#endif
-#if defined(__SSE2__)
-  for (std::size_t i = 0; i < bytes; i += 16)
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), _mm_load_si128(reinterpret_cast<__m128i const*>(src + i)));
-#else
-  std::memcpy(dst, src, bytes);
-#endif
+  simd_detail::dispatch([&](auto l) { stream_lanes<decltype(l)::value>::copy(dst, src, bytes); });
 }
 
 /// Orders the streaming stores issued so far before any later store (x86 `sfence`): run on every

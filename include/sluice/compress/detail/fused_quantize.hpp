@@ -73,7 +73,7 @@ std::size_t residual_fused_quantize(C const& c, Slice const& s, std::span<T cons
       // spread over the 4-bit residual loop where that body runs, else all at once here.
       std::size_t const next = b + 1 < b1 ? std::min(bucket, n - first - len) : 0;
       bool const pack4 = all_float && bits == 4 && c.round == rounding::nearest && len % 32 == 0 && first % 2 == 0;
-      if (!pack4 || !use_avx2()) {
+      if (!pack4) {
         compress_detail::prefetch_range(g + len, next);
         compress_detail::prefetch_range(eb + len, next);
       }
@@ -82,17 +82,15 @@ std::size_t residual_fused_quantize(C const& c, Slice const& s, std::span<T cons
       bool simd_done = false;  // float: c = g + e and its range in one pass
       if constexpr (all_float) {
         x = cf.data();
-#if SLUICE_HAVE_AVX2_TARGET
-        if (use_avx2() && len % 16 == 0) {
+        if (len % 16 == 0) {
           float mn = std::numeric_limits<float>::infinity(), mx = -mn;
           bool poisoned = false;
-          compress_detail::avx2::add_range_f32(g, eb, cf.data(), len, mn, mx, poisoned);
+          compress_detail::add_range_f32(g, eb, cf.data(), len, mn, mx, poisoned);
           if (poisoned)
             for (std::size_t j = 0; j < len; ++j) bad += non_finite(cf[j]) ? 1u : 0u;
           r = compress_detail::maxmin_grid(mn, mx, poisoned, len, bits);
           simd_done = true;
         }
-#endif
       }
       if (!simd_done) {
         for (std::size_t j = 0; j < len; ++j) {
@@ -109,19 +107,17 @@ std::size_t residual_fused_quantize(C const& c, Slice const& s, std::span<T cons
       }
       std::memcpy(ranges + 8 * b, &r.min, 4);
       std::memcpy(ranges + 8 * b + 4, &r.unit, 4);
-#if SLUICE_HAVE_AVX2_TARGET
       if constexpr (all_float) {
         // 4-bit nearest on a finite bucket: levels, packing and residual in one pass over c.
         float const inv = 1.0f / r.unit;
         if (simd_done && pack4 && r.min == r.min && std::isfinite(inv)) {
-          compress_detail::avx2::levels4_residual_f32(cf.data(), len, r.min, inv, r.unit, packed + first / 2, eb,
-                                                      g + len, eb + len, 4 * next);
+          compress_detail::levels4_residual_f32(cf.data(), len, r.min, inv, r.unit, packed + first / 2, eb, g + len,
+                                                eb + len, 4 * next);
           hash.done(final_bytes(b));
           continue;
         }
       }
-#endif
-      if (pack4 && use_avx2()) {  // the 4-bit body did not run: its prefetches were not made
+      if (pack4) {  // the 4-bit body did not run: its prefetches were not made
         compress_detail::prefetch_range(g + len, next);
         compress_detail::prefetch_range(eb + len, next);
       }
@@ -129,11 +125,9 @@ std::size_t residual_fused_quantize(C const& c, Slice const& s, std::span<T cons
       compress_detail::pack_codes_at(codes.data(), len, bits, packed, first * bits);
       // The receiver's value, narrowed to T as decode narrows it, then e = c - value.
       std::size_t done = 0;
-#if SLUICE_HAVE_AVX2_TARGET
       if constexpr (all_float)
         if (simd_done && r.min == r.min)  // finite bucket: no NaN to clear
-          done = compress_detail::avx2::residual_f32(cf.data(), codes.data(), r.min, r.unit, eb, len);
-#endif
+          done = compress_detail::residual_f32(cf.data(), codes.data(), r.min, r.unit, eb, len);
       store_range<S>(eb, done, len, rs, offset + first, [&](std::size_t j) {
         return cf[j] - to_float(from_float<T>(compress_detail::maxmin_value(r, codes[j])));
       });

@@ -15,10 +15,6 @@
 #include <type_traits>
 #include <vector>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 #include <sluice/compress/detail/common.hpp>
 #include <sluice/core/element.hpp>
 #include <sluice/core/parallel.hpp>
@@ -281,152 +277,25 @@ top_k_threshold band_threshold(select_workspace<T>& ws, std::size_t chunks, std:
   return thr;
 }
 
-/// Bit j set when element j of the group has key >= lo. SSE2 for float: GCC keeps the generic
-/// loop scalar once it is inlined into the filter, and this test is the whole cost of the pass.
+/// Bit j set when element j of the group has key >= lo (the elements that are not float: the
+/// float filter is band_lanes).
 template <std::size_t G, Element T>
 inline unsigned group_mask(T const* SLUICE_RESTRICT x, std::int32_t lo) noexcept {
-#if defined(__SSE2__)
-  if constexpr (std::is_same_v<T, float> && G == 16) {
-    __m128i const abs_mask = _mm_set1_epi32(0x7fffffff);
-    __m128i const below = _mm_set1_epi32(lo - 1);  // key > lo - 1 <=> key >= lo (lo >= 0)
-    auto hit = [&](std::size_t o) {
-      __m128i const v = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<__m128i const*>(x + o)), abs_mask);
-      return _mm_cmpgt_epi32(v, below);
-    };
-    __m128i const h0 = hit(0), h1 = hit(4), h2 = hit(8), h3 = hit(12);
-    __m128i const any = _mm_or_si128(_mm_or_si128(h0, h1), _mm_or_si128(h2, h3));
-    if (_mm_movemask_epi8(any) == 0) return 0;
-    return static_cast<unsigned>(_mm_movemask_ps(_mm_castsi128_ps(h0))) |
-           static_cast<unsigned>(_mm_movemask_ps(_mm_castsi128_ps(h1))) << 4 |
-           static_cast<unsigned>(_mm_movemask_ps(_mm_castsi128_ps(h2))) << 8 |
-           static_cast<unsigned>(_mm_movemask_ps(_mm_castsi128_ps(h3))) << 12;
-  }
-#endif
   unsigned m = 0;
   for (std::size_t j = 0; j < G; ++j) m |= static_cast<unsigned>(magnitude_key(x[j]) >= lo) << j;
   return m;
 }
 
-#if SLUICE_HAVE_AVX2_TARGET
-namespace avx2 {
+/// The float filter at level L (compress/detail/select_body.hpp, stamped below).
+template <simd L>
+struct band_lanes;
 
-/// Bit j set when element j of the 32 floats at p has key >= lo (`below` = lo - 1 in every lane).
-SLUICE_TARGET_AVX2 inline std::uint32_t band_mask32(float const* SLUICE_RESTRICT p, __m256i below) noexcept {
-  __m256i const magnitude = _mm256_set1_epi32(0x7fffffff);
-  __m256i g[4];
-  for (int q = 0; q < 4; ++q)
-    g[q] = _mm256_cmpgt_epi32(
-        _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<__m256i const*>(p + 8 * q)), magnitude), below);
-  // Two packs leave the bytes of 4-lane quarters interleaved per 128-bit lane; one permute restores
-  // element order.
-  __m256i const w = _mm256_packs_epi16(_mm256_packs_epi32(g[0], g[1]), _mm256_packs_epi32(g[2], g[3]));
-  __m256i const w_in_order = _mm256_permutevar8x32_epi32(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-  return static_cast<std::uint32_t>(_mm256_movemask_epi8(w_in_order));
-}
+}  // namespace sluice::compress_detail
 
-/// The filter of filter_band over whole groups of 64 floats of [b, e); returns where it stopped.
-/// The hits of a group are taken by a fixed number of branch-free steps (lowest set bit, append
-/// at the list cursor, count in the band histogram h, advance the cursor by whether there was
-/// one); further hits loop. `gate` skips empty groups first. Measured (2^24 and 2^26, 1% and
-/// 0.1%): <1, true> best, <2, true> 0-6% slower, <3, false> up to 30% slower, the earlier
-/// branch per 8-lane quarter slowest at 1%.
-template <int fixed, bool gate>
-SLUICE_TARGET_AVX2 inline std::size_t filter_band_f32(float const* SLUICE_RESTRICT x, std::size_t b, std::size_t e,
-                                                      std::int32_t lo, std::int32_t hi,
-                                                      select_workspace<float>::entry* SLUICE_RESTRICT d, std::size_t cc,
-                                                      std::size_t& nd_out, std::size_t& na_out,
-                                                      std::uint32_t* SLUICE_RESTRICT h) noexcept {
-  band_ranges const br(lo, hi);
-  __m256i const below = _mm256_set1_epi32(lo - 1);  // key > lo - 1 <=> key >= lo
-  std::size_t nd = nd_out, na = na_out;
-  auto take = [&](std::size_t i, std::uint64_t m) {
-    auto const j = static_cast<std::size_t>(std::countr_zero(m | (std::uint64_t{1} << 63)));
-    float const v = x[i + j];
-    auto const key = static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(v) & 0x7fffffffu);
-    bool const hit = m != 0;
-    d[std::min(nd, cc)] = {static_cast<std::uint32_t>(i + j), v};
-    h[br.slot(key, nd)] += hit;
-    nd += hit;
-    na += hit & (key > hi);
-  };
-  std::size_t i = b;
-  constexpr std::size_t prefetch_ahead = 1024;  // bytes; best of 512 B to 4 KiB measured (prefetch off: 1.6x slower)
-  for (; i + 64 <= e; i += 64) {
-    for (std::size_t l = 0; l < 256; l += 64)
-      _mm_prefetch(reinterpret_cast<char const*>(x + i) + prefetch_ahead + l, _MM_HINT_T0);
-    std::uint64_t m = band_mask32(x + i, below) | std::uint64_t{band_mask32(x + i + 32, below)} << 32;
-    if constexpr (gate)
-      if (m == 0) continue;
-    for (int s = 0; s < fixed; ++s) {
-      take(i, m);
-      m &= m - 1;
-    }
-    for (; m != 0; m &= m - 1) take(i, m);  // rare: more hits than fixed steps
-  }
-  nd_out = nd;
-  na_out = na;
-  return i;
-}
+#define SLUICE_SIMD_BODY <sluice/compress/detail/select_body.hpp>
+#include <sluice/core/detail/simd_stamp.hpp>
 
-}  // namespace avx2
-#endif
-
-#if SLUICE_HAVE_AVX512_TARGET
-namespace avx512 {
-SLUICE_AVX512_DIAGNOSTICS_BEGIN
-
-/// Bit j set when element j of the 64 floats at p has key >= lo (`below` = lo - 1 in every lane):
-/// four compares straight into mask registers (AVX2 needs three packs, a permute and two movemasks).
-SLUICE_TARGET_AVX512 inline std::uint64_t band_mask64(float const* SLUICE_RESTRICT p, __m512i below) noexcept {
-  __m512i const magnitude = _mm512_set1_epi32(0x7fffffff);
-  __mmask16 k[4];
-  for (int q = 0; q < 4; ++q)
-    k[q] = _mm512_cmpgt_epi32_mask(_mm512_and_si512(_mm512_loadu_si512(p + 16 * q), magnitude), below);
-  __mmask32 const l = _mm512_kunpackw(k[1], k[0]), u = _mm512_kunpackw(k[3], k[2]);
-  return _cvtmask64_u64(_mm512_kunpackd(u, l));
-}
-
-/// avx2::filter_band_f32<1, true> with the group mask from band_mask64: the same list, counts and
-/// histogram. Measured on Zen 5 (2^24 and 2^26, 1% and 0.1%, one thread): writing the hits with
-/// vpcompressd instead of the scalar steps is slower (the histogram then reads the list back
-/// through a failed store forward), dropping the empty-group gate 10-60% slower, two fixed steps
-/// or prefetch distances of 2-4 KiB within noise; the pass is bound by the memory stream.
-SLUICE_TARGET_AVX512 inline std::size_t filter_band_f32(float const* SLUICE_RESTRICT x, std::size_t b, std::size_t e,
-                                                        std::int32_t lo, std::int32_t hi,
-                                                        select_workspace<float>::entry* SLUICE_RESTRICT d,
-                                                        std::size_t cc, std::size_t& nd_out, std::size_t& na_out,
-                                                        std::uint32_t* SLUICE_RESTRICT h) noexcept {
-  band_ranges const br(lo, hi);
-  __m512i const below = _mm512_set1_epi32(lo - 1);  // key > lo - 1 <=> key >= lo
-  std::size_t nd = nd_out, na = na_out;
-  auto take = [&](std::size_t i, std::uint64_t m) {
-    auto const j = static_cast<std::size_t>(std::countr_zero(m | (std::uint64_t{1} << 63)));
-    float const v = x[i + j];
-    auto const key = static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(v) & 0x7fffffffu);
-    bool const hit = m != 0;
-    d[std::min(nd, cc)] = {static_cast<std::uint32_t>(i + j), v};
-    h[br.slot(key, nd)] += hit;
-    nd += hit;
-    na += hit & (key > hi);
-  };
-  std::size_t i = b;
-  constexpr std::size_t prefetch_ahead = 1024;  // bytes
-  for (; i + 64 <= e; i += 64) {
-    for (std::size_t l = 0; l < 256; l += 64)
-      _mm_prefetch(reinterpret_cast<char const*>(x + i) + prefetch_ahead + l, _MM_HINT_T0);
-    std::uint64_t m = band_mask64(x + i, below);
-    if (m == 0) continue;
-    take(i, m);
-    for (m &= m - 1; m != 0; m &= m - 1) take(i, m);  // rare: more than one hit
-  }
-  nd_out = nd;
-  na_out = na;
-  return i;
-}
-
-SLUICE_AVX512_DIAGNOSTICS_END
-}  // namespace avx512
-#endif
+namespace sluice::compress_detail {
 
 /// Filter pass: per chunk, every entry with key >= lo goes to `cand` (in index order); n_cand
 /// counts them and n_above those with key > hi. Counts keep running past the capacity; an
@@ -457,14 +326,9 @@ void filter_band(std::span<T const> in, select_workspace<T>& ws, std::size_t chu
       na += key > hi_key;
     };
     std::size_t i = b;
-#if SLUICE_HAVE_AVX512_TARGET
     if constexpr (std::is_same_v<T, float>)
-      if (use_avx512()) i = avx512::filter_band_f32(x, b, e, lo_key, hi_key, d, cc, nd, na, h);
-#endif
-#if SLUICE_HAVE_AVX2_TARGET
-    if constexpr (std::is_same_v<T, float>)
-      if (use_avx2() && !use_avx512()) i = avx2::filter_band_f32<1, true>(x, b, e, lo_key, hi_key, d, cc, nd, na, h);
-#endif
+      i = simd_detail::dispatch(
+          [&](auto l) { return band_lanes<decltype(l)::value>::filter(x, b, e, lo_key, hi_key, d, cc, nd, na, h); });
     constexpr std::size_t group = 16;
     for (; i + group <= e; i += group) {
       unsigned const m = group_mask<group>(x + i, lo_key);

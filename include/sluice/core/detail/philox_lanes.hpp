@@ -1,6 +1,6 @@
 // Philox4x32-10 lanes: the words of a sluice::random_stream for many consecutive blocks at once
-// (AVX-512, AVX2 or SSE2 lanes where the CPU has them, else scalar), equal to random_stream's
-// word for word.
+// (one body over lanes, philox_body.hpp, at the CPU's level), equal to random_stream's word for
+// word; and the register-resident Philox state of the fused bf16 optimizer loops.
 #pragma once
 
 #include <cstddef>
@@ -25,23 +25,10 @@ struct philox_lanes {
     return {static_cast<std::uint32_t>(k.seed), static_cast<std::uint32_t>(k.seed >> 32), k.step, k.tensor, k.rank};
   }
 
-  /// Words 4*first .. 4*(first+blocks)-1 of the stream into out[0 .. 4*blocks).
-  void words(std::uint64_t first, std::size_t blocks, std::uint32_t* SLUICE_RESTRICT out) const noexcept {
-    std::size_t j = 0;
-#if SLUICE_HAVE_AVX2_TARGET
-    // Eight blocks per iteration where the CPU has AVX2 (checked at run time; the build may
-    // target baseline x86-64), else four in SSE2 lanes. GCC vectorizes the plain loop with 64-bit
-    // lanes only (2 blocks per vector), which made Philox the bottleneck of bf16 states.
-    if (use_avx2()) {
-      for (; j + 16 <= blocks; j += 16) words_avx2<2>(first + j, out + 4 * j);
-      for (; j + 8 <= blocks; j += 8) words_avx2<1>(first + j, out + 4 * j);
-    }
-#endif
-#if defined(__SSE2__)
-    for (; j + 4 <= blocks; j += 4) words_sse2(first + j, out + 4 * j);
-#endif
-    words_scalar(first + j, blocks - j, out + 4 * j);
-  }
+  /// Words 4*first .. 4*(first+blocks)-1 of the stream into out[0 .. 4*blocks): philox_words
+  /// at this process's level (GCC vectorizes the plain loop with 64-bit lanes only, 2 blocks per
+  /// vector, which made Philox the bottleneck of bf16 states), the rest scalar.
+  void words(std::uint64_t first, std::size_t blocks, std::uint32_t* SLUICE_RESTRICT out) const noexcept;
 
   void words_scalar(std::uint64_t first, std::size_t blocks, std::uint32_t* SLUICE_RESTRICT out) const noexcept {
     std::uint32_t const s = step, t = tensor, r = rank, a = k0, b = k1;
@@ -65,54 +52,6 @@ struct philox_lanes {
       out[4 * j + 3] = x3;
     }
   }
-
-#if SLUICE_HAVE_AVX2_TARGET
-  // G groups of eight blocks per call, interleaved round by round: one group is a chain of ten
-  // dependent multiply rounds (latency-bound, ~1 cycle per element); two keep the pipes busy.
-  template <int G>
-  __attribute__((target("avx2"))) void words_avx2(std::uint64_t first, std::uint32_t* out) const noexcept {
-    auto const f = static_cast<int>(static_cast<std::uint32_t>(first));
-    __m256i x0[G], x1[G], x2[G], x3[G];
-    for (int q = 0; q < G; ++q) {
-      x0[q] = _mm256_add_epi32(_mm256_set1_epi32(f + 8 * q), _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0));
-      x1[q] = _mm256_set1_epi32(static_cast<int>(step));
-      x2[q] = _mm256_set1_epi32(static_cast<int>(tensor));
-      x3[q] = _mm256_set1_epi32(static_cast<int>(rank));
-    }
-    __m256i const m0 = _mm256_set1_epi32(static_cast<int>(0xD2511F53u));
-    __m256i const m1 = _mm256_set1_epi32(static_cast<int>(0xCD9E8D57u));
-    std::uint32_t ka = k0, kb = k1;
-    for (int round = 0; round < 10; ++round) {
-      __m256i const va = _mm256_set1_epi32(static_cast<int>(ka)), vb = _mm256_set1_epi32(static_cast<int>(kb));
-      for (int q = 0; q < G; ++q) {
-        // 64-bit products of the even lanes and of the odd lanes; blends pick each lane's half.
-        __m256i const e0 = _mm256_mul_epu32(x0[q], m0), o0 = _mm256_mul_epu32(_mm256_srli_epi64(x0[q], 32), m0);
-        __m256i const e1 = _mm256_mul_epu32(x2[q], m1), o1 = _mm256_mul_epu32(_mm256_srli_epi64(x2[q], 32), m1);
-        __m256i const lo0 = _mm256_blend_epi32(e0, _mm256_slli_epi64(o0, 32), 0xaa);
-        __m256i const hi0 = _mm256_blend_epi32(_mm256_srli_epi64(e0, 32), o0, 0xaa);
-        __m256i const lo1 = _mm256_blend_epi32(e1, _mm256_slli_epi64(o1, 32), 0xaa);
-        __m256i const hi1 = _mm256_blend_epi32(_mm256_srli_epi64(e1, 32), o1, 0xaa);
-        x0[q] = _mm256_xor_si256(_mm256_xor_si256(hi1, x1[q]), va);
-        x1[q] = lo1;
-        x2[q] = _mm256_xor_si256(_mm256_xor_si256(hi0, x3[q]), vb);
-        x3[q] = lo0;
-      }
-      ka += 0x9E3779B9u;
-      kb += 0xBB67AE85u;
-    }
-    for (int q = 0; q < G; ++q) {
-      __m256i const t0 = _mm256_unpacklo_epi32(x0[q], x1[q]), t1 = _mm256_unpacklo_epi32(x2[q], x3[q]);
-      __m256i const t2 = _mm256_unpackhi_epi32(x0[q], x1[q]), t3 = _mm256_unpackhi_epi32(x2[q], x3[q]);
-      __m256i const r0 = _mm256_unpacklo_epi64(t0, t1), r1 = _mm256_unpackhi_epi64(t0, t1);  // blocks 0|4, 1|5
-      __m256i const r2 = _mm256_unpacklo_epi64(t2, t3), r3 = _mm256_unpackhi_epi64(t2, t3);  // blocks 2|6, 3|7
-      auto* o = reinterpret_cast<__m256i*>(out + 32 * q);
-      _mm256_storeu_si256(o, _mm256_permute2x128_si256(r0, r1, 0x20));
-      _mm256_storeu_si256(o + 1, _mm256_permute2x128_si256(r2, r3, 0x20));
-      _mm256_storeu_si256(o + 2, _mm256_permute2x128_si256(r0, r1, 0x31));
-      _mm256_storeu_si256(o + 3, _mm256_permute2x128_si256(r2, r3, 0x31));
-    }
-  }
-#endif
 
 #if SLUICE_HAVE_AVX2_TARGET
   /// Philox state of blocks first .. first+7 kept in registers for a fused consumer that runs the
@@ -160,7 +99,7 @@ struct philox_lanes {
     return w;
   }
 
-  __attribute__((target("avx2"))) keys8 round_keys() const noexcept {
+  SLUICE_TARGET_AVX2 keys8 round_keys() const noexcept {
     key_words const w = round_key_words();
     keys8 k;
     for (int round = 0; round < 10; ++round)
@@ -175,8 +114,8 @@ struct philox_lanes {
 
   /// Blocks first .. first+7 after rounds 0-2 of Philox4x32-10 with counter (block, step, tensor,
   /// rank) and key (k0, k1), the block-independent products folded into k.
-  __attribute__((target("avx2"), always_inline)) static inline block8 begin8(std::uint32_t first,
-                                                                             keys8 const& k) noexcept {
+  SLUICE_TARGET_AVX2 __attribute__((always_inline)) static inline block8 begin8(std::uint32_t first,
+                                                                                keys8 const& k) noexcept {
     __m256i const m0 = _mm256_set1_epi64x(0xD2511F53u), m1 = _mm256_set1_epi64x(0xCD9E8D57u);
     __m256i const idx = _mm256_set_epi64x(3, 2, 1, 0);
     block8 s;
@@ -199,7 +138,7 @@ struct philox_lanes {
 
   /// Rounds R0 .. R1-1 (of 10) on s.
   template <int R0, int R1>
-  __attribute__((target("avx2"), always_inline)) static inline void rounds8(block8& s, keys8 const& k) noexcept {
+  SLUICE_TARGET_AVX2 __attribute__((always_inline)) static inline void rounds8(block8& s, keys8 const& k) noexcept {
     __m256i const m0 = _mm256_set1_epi64x(0xD2511F53u), m1 = _mm256_set1_epi64x(0xCD9E8D57u);
     for (int round = R0; round < R1; ++round) {
       for (int h = 0; h < 2; ++h) {
@@ -216,7 +155,8 @@ struct philox_lanes {
   /// r[t] holds those of elements 16t .. 16t+15 in the order [0-3, 8-11 | 4-7, 12-15], i.e. the
   /// stream words of blocks first+2t and first+2t+1 with their 64-bit quarters permuted as
   /// _mm256_permute4x64_epi64(x, 0xd8) would.
-  __attribute__((target("avx2"), always_inline)) static inline void halves8(block8 const& s, __m256i (&r)[4]) noexcept {
+  SLUICE_TARGET_AVX2 __attribute__((always_inline)) static inline void halves8(block8 const& s,
+                                                                               __m256i (&r)[4]) noexcept {
     for (int h = 0; h < 2; ++h) {
       // Per 64-bit lane (block): words 0, 1 and words 2, 3.
       __m256i const w01 = _mm256_blend_epi32(s.x0[h], _mm256_slli_epi64(s.x1[h], 32), 0xaa);
@@ -300,46 +240,6 @@ struct philox_lanes {
   SLUICE_AVX512_DIAGNOSTICS_END
 #endif
 
-#if defined(__SSE2__)
-  static void mulhilo(__m128i x, __m128i m, __m128i& hi, __m128i& lo) noexcept {
-    __m128i const even = _mm_mul_epu32(x, m);                     // 64-bit products of lanes 0, 2
-    __m128i const odd = _mm_mul_epu32(_mm_srli_epi64(x, 32), m);  // lanes 1, 3
-    __m128i const low32 = _mm_set_epi32(0, -1, 0, -1);
-    lo = _mm_or_si128(_mm_and_si128(even, low32), _mm_slli_epi64(odd, 32));
-    hi = _mm_or_si128(_mm_srli_epi64(even, 32), _mm_andnot_si128(low32, odd));
-  }
-
-  void words_sse2(std::uint64_t first, std::uint32_t* out) const noexcept {
-    auto const f = static_cast<std::uint32_t>(first);
-    __m128i x0 =
-        _mm_set_epi32(static_cast<int>(f + 3), static_cast<int>(f + 2), static_cast<int>(f + 1), static_cast<int>(f));
-    __m128i x1 = _mm_set1_epi32(static_cast<int>(step)), x2 = _mm_set1_epi32(static_cast<int>(tensor)),
-            x3 = _mm_set1_epi32(static_cast<int>(rank));
-    __m128i const m0 = _mm_set1_epi32(static_cast<int>(0xD2511F53u)),
-                  m1 = _mm_set1_epi32(static_cast<int>(0xCD9E8D57u));
-    std::uint32_t ka = k0, kb = k1;
-    for (int round = 0; round < 10; ++round) {
-      __m128i hi0, lo0, hi1, lo1;
-      mulhilo(x0, m0, hi0, lo0);
-      mulhilo(x2, m1, hi1, lo1);
-      x0 = _mm_xor_si128(_mm_xor_si128(hi1, x1), _mm_set1_epi32(static_cast<int>(ka)));
-      x1 = lo1;
-      x2 = _mm_xor_si128(_mm_xor_si128(hi0, x3), _mm_set1_epi32(static_cast<int>(kb)));
-      x3 = lo0;
-      ka += 0x9E3779B9u;
-      kb += 0xBB67AE85u;
-    }
-    // Transpose: lane l of x0..x3 is block first+l, whose four words are stored together.
-    __m128i const t0 = _mm_unpacklo_epi32(x0, x1), t1 = _mm_unpacklo_epi32(x2, x3);
-    __m128i const t2 = _mm_unpackhi_epi32(x0, x1), t3 = _mm_unpackhi_epi32(x2, x3);
-    auto* o = reinterpret_cast<__m128i*>(out);
-    _mm_storeu_si128(o, _mm_unpacklo_epi64(t0, t1));
-    _mm_storeu_si128(o + 1, _mm_unpackhi_epi64(t0, t1));
-    _mm_storeu_si128(o + 2, _mm_unpacklo_epi64(t2, t3));
-    _mm_storeu_si128(o + 3, _mm_unpackhi_epi64(t2, t3));
-  }
-#endif
-
   /// Word i of the stream.
   [[nodiscard]] std::uint32_t word(std::uint64_t i) const noexcept {
     std::uint32_t w[4];
@@ -347,5 +247,23 @@ struct philox_lanes {
     return w[i & 3];
   }
 };
+
+/// philox_lanes::words at level L (core/detail/philox_body.hpp, stamped below).
+template <simd L>
+struct philox_words;
+
+}  // namespace sluice::detail
+
+#define SLUICE_SIMD_BODY <sluice/core/detail/philox_body.hpp>
+#include <sluice/core/detail/simd_stamp.hpp>
+
+namespace sluice::detail {
+
+inline void philox_lanes::words(std::uint64_t first, std::size_t blocks,
+                                std::uint32_t* SLUICE_RESTRICT out) const noexcept {
+  std::size_t const j =
+      simd_detail::dispatch([&](auto l) { return philox_words<decltype(l)::value>::words(*this, first, blocks, out); });
+  words_scalar(first + j, blocks - j, out + 4 * j);
+}
 
 }  // namespace sluice::detail

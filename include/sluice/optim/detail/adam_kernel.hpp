@@ -1,7 +1,10 @@
 // The Adam/AdamW per-tile kernel (torch.optim.Adam / AdamW formulas) and its catch-up of skipped
-// steps; shared by sluice::adam and sluice::adamw.
+// steps; shared by sluice::adam and sluice::adamw. The fp32 step is one body over lanes
+// (adam_body.hpp) stamped per instruction-set level; the bf16-moment bodies keep their own
+// widening, rounding and Philox scheduling around that step.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -13,11 +16,26 @@
 
 namespace sluice::detail::optim {
 
+/// The float constants of one Adam step, as the lanes use them.
+struct adam_scalars {
+  float b1 = 0, c1 = 0, b2 = 0, c2 = 0, eps = 0, wd = 0, lr_wd = 0, step_size = 0, inv_sqrt_bc2 = 0;
+};
+
+/// The fp32 step at level L (optim/detail/adam_body.hpp, stamped below).
+template <simd L>
+struct adam_lanes;
+
+}  // namespace sluice::detail::optim
+
+#define SLUICE_SIMD_BODY <sluice/optim/detail/adam_body.hpp>
+#include <sluice/core/detail/simd_stamp.hpp>
+
+namespace sluice::detail::optim {
+
 /// Per-step scalars of one Adam step t, computed once in double, used in float.
-struct adam_kernel {
+struct adam_kernel : adam_scalars {
   std::size_t moments = 2;
   std::uint64_t t = 0;
-  float b1 = 0, c1 = 0, b2 = 0, c2 = 0, eps = 0, wd = 0, lr_wd = 0, step_size = 0, inv_sqrt_bc2 = 0;
   bool l2 = false, decoupled = false;
   double step_size_d = 0, inv_sqrt_bc2_d = 0, eps_d = 0, b1_d = 0, b2_d = 0, decay_d = 1, ratio = 0;
 
@@ -44,140 +62,59 @@ struct adam_kernel {
     inv_sqrt_bc2 = static_cast<float>(inv_sqrt_bc2_d);
   }
 
-  template <bool L2>
-  void moments_pass(float* SLUICE_RESTRICT mm, float* SLUICE_RESTRICT vv, float const* SLUICE_RESTRICT p,
-                    float const* SLUICE_RESTRICT g, std::size_t n) const noexcept {
-    float const b1_ = b1, c1_ = c1, b2_ = b2, c2_ = c2, wd_ = wd;
-    SLUICE_OPTIM_SIMD
-    for (std::size_t i = 0; i < n; ++i) {
-      float gi = g[i];
-      if constexpr (L2) gi = gi + wd_ * p[i];
-      mm[i] = mm[i] * b1_ + c1_ * gi;
-      vv[i] = vv[i] * b2_ + c2_ * (gi * gi);
-    }
-  }
-
-  // AdamW's decay joins the update: p - (lr wd p + step m / denom) rounds p once per step, where
-  // torch's p * (1 - lr wd) rounds 1 - lr wd to float (up to 3e-8 relative error, every step) and
-  // rounds p twice.
-  template <bool Decoupled>
-  static void update_pass(float* SLUICE_RESTRICT p, float const* SLUICE_RESTRICT mm, float const* SLUICE_RESTRICT root,
-                          std::size_t n, float step, float inv, float e, float lr_wd) noexcept {
-    SLUICE_OPTIM_SIMD
-    for (std::size_t i = 0; i < n; ++i) {
-      float const u = step * (mm[i] / (root[i] * inv + e));
-      if constexpr (Decoupled)
-        p[i] -= lr_wd * p[i] + u;
-      else
-        p[i] -= u;
-    }
-  }
-
-  /// One step on n contiguous float elements (params, gradient, m, v), in place: the fused AVX2
-  /// loop where the CPU has AVX2, else the portable tile passes. Both give the same bits.
-  void core(float* p, float const* g, float* const* m, float* tmp, std::size_t n) const noexcept {
-#if SLUICE_HAVE_AVX512_TARGET
-    if (use_avx512()) {
-      core_avx512(p, g, m[0], m[1], n);
-      return;
-    }
-#endif
-#if SLUICE_HAVE_AVX2_TARGET
-    if (use_avx2()) {
-      core_avx2(p, g, m[0], m[1], n);
-      return;
-    }
-#endif
-    core_portable(p, g, m, tmp, n);
-  }
-
-  /// Three passes over an L1-resident tile (moments; vector sqrt; update), vectorized by the
-  /// compiler at the build's baseline ISA.
-  void core_portable(float* p, float const* g, float* const* m, float* tmp, std::size_t n) const noexcept {
+  /// f.template operator()<L2, Decoupled>() for this step's weight decay.
+  template <class F>
+  void with_decay(F&& f) const noexcept {
     if (l2)
-      moments_pass<true>(m[0], m[1], p, g, n);
-    else
-      moments_pass<false>(m[0], m[1], p, g, n);
-    sqrt_into(tmp, m[1], n);
-    if (decoupled)
-      update_pass<true>(p, m[0], tmp, n, step_size, inv_sqrt_bc2, eps, lr_wd);
-    else
-      update_pass<false>(p, m[0], tmp, n, step_size, inv_sqrt_bc2, eps, lr_wd);
-  }
-
-#if SLUICE_HAVE_AVX2_TARGET
-  // One pass, eight elements at a time: read p, g, m, v once, write them once. The same IEEE
-  // operations in the same order as core_portable, and no FMA (target "avx2" only: a fused
-  // multiply-add rounds once where the portable passes round twice), so the bits are identical.
-  struct lanes {
-    __m256 b1, c1, b2, c2, wd, step, inv, eps, lr_wd;
-  };
-
-  __attribute__((target("avx2"))) lanes make_lanes() const noexcept {
-    return {_mm256_set1_ps(b1),           _mm256_set1_ps(c1),  _mm256_set1_ps(b2),
-            _mm256_set1_ps(c2),           _mm256_set1_ps(wd),  _mm256_set1_ps(step_size),
-            _mm256_set1_ps(inv_sqrt_bc2), _mm256_set1_ps(eps), _mm256_set1_ps(lr_wd)};
-  }
-
-  template <bool L2, bool Decoupled>
-  __attribute__((target("avx2"), always_inline)) static inline void lanes8(lanes const& c, __m256& p, __m256 g,
-                                                                           __m256& m, __m256& v) noexcept {
-    if constexpr (L2) g = _mm256_add_ps(g, _mm256_mul_ps(c.wd, p));
-    m = _mm256_add_ps(_mm256_mul_ps(m, c.b1), _mm256_mul_ps(c.c1, g));
-    v = _mm256_add_ps(_mm256_mul_ps(v, c.b2), _mm256_mul_ps(c.c2, _mm256_mul_ps(g, g)));
-    __m256 const den = _mm256_add_ps(_mm256_mul_ps(_mm256_sqrt_ps(v), c.inv), c.eps);
-    __m256 const u = _mm256_mul_ps(c.step, _mm256_div_ps(m, den));
-    if constexpr (Decoupled)
-      p = _mm256_sub_ps(p, _mm256_add_ps(_mm256_mul_ps(c.lr_wd, p), u));
-    else
-      p = _mm256_sub_ps(p, u);
-  }
-
-  /// The scalar tail of a fused loop: the same operations one element at a time.
-  template <bool L2, bool Decoupled>
-  __attribute__((target("avx2"))) void lane1(float& p, float g, float& m, float& v) const noexcept {
-    if constexpr (L2) g = g + wd * p;
-    m = m * b1 + c1 * g;
-    v = v * b2 + c2 * (g * g);
-    float const root = _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss(v)));
-    float const u = step_size * (m / (root * inv_sqrt_bc2 + eps));
-    if constexpr (Decoupled)
-      p -= lr_wd * p + u;
-    else
-      p -= u;
-  }
-
-  template <bool L2, bool Decoupled>
-  __attribute__((target("avx2"))) void core_avx2_impl(float* SLUICE_RESTRICT p, float const* SLUICE_RESTRICT g,
-                                                      float* SLUICE_RESTRICT mm, float* SLUICE_RESTRICT vv,
-                                                      std::size_t n) const noexcept {
-    run_avx2<L2, Decoupled>(make_lanes(), p, g, mm, vv, n);
-  }
-
-  /// The fp32 update of n contiguous elements with the per-step constants `c` (8 lanes, then a
-  /// scalar tail); shared by the dense step and each block of the block-sparse step.
-  template <bool L2, bool Decoupled>
-  __attribute__((target("avx2"))) void run_avx2(lanes const& c, float* SLUICE_RESTRICT p,
-                                                float const* SLUICE_RESTRICT g, float* SLUICE_RESTRICT mm,
-                                                float* SLUICE_RESTRICT vv, std::size_t n) const noexcept {
-    std::size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-      __m256 pv = _mm256_loadu_ps(p + i), mv = _mm256_loadu_ps(mm + i), vv8 = _mm256_loadu_ps(vv + i);
-      lanes8<L2, Decoupled>(c, pv, _mm256_loadu_ps(g + i), mv, vv8);
-      _mm256_storeu_ps(mm + i, mv);
-      _mm256_storeu_ps(vv + i, vv8);
-      _mm256_storeu_ps(p + i, pv);
-    }
-    for (; i < n; ++i) lane1<L2, Decoupled>(p[i], g[i], mm[i], vv[i]);
-  }
-
-  void core_avx2(float* p, float const* g, float* mm, float* vv, std::size_t n) const noexcept {
-    if (l2)
-      core_avx2_impl<true, false>(p, g, mm, vv, n);
+      f.template operator()<true, false>();
     else if (decoupled)
-      core_avx2_impl<false, true>(p, g, mm, vv, n);
+      f.template operator()<false, true>();
     else
-      core_avx2_impl<false, false>(p, g, mm, vv, n);
+      f.template operator()<false, false>();
+  }
+
+  /// One step on n contiguous float elements (params, gradient, m, v) in place, at level L.
+  template <simd L>
+  void core_at(float* p, float const* g, float* mm, float* vv, std::size_t n) const noexcept {
+    with_decay([&]<bool L2, bool D>() { adam_lanes<L>::template dense<L2, D>(*this, p, g, mm, vv, n); });
+  }
+
+  /// One step on n contiguous float elements (one tile), at this process's level.
+  void core(float* p, float const* g, float* const* m, float*, std::size_t n) const noexcept {
+    simd_detail::dispatch([&](auto l) { core_at<decltype(l)::value>(p, g, m[0], m[1], n); });
+  }
+
+  /// core() over a whole range (run_contiguous's fp32 path without catch-up or shadow): the level
+  /// chosen once, the lanes streaming the range.
+  void core_range(float* p, float const* g, float* const* m, std::size_t n) const noexcept {
+    core(p, g, m, nullptr, n);
+  }
+
+  /// A block-sparse step in place on fp32 moments (adam_lanes::blocks), at this process's level.
+  template <class Index>
+  void core_blocks(float* p, float* mm, float* vv, float const* vals, Index const* idx, std::size_t count,
+                   std::size_t b, std::size_t n, std::size_t ahead) const noexcept {
+    simd_detail::dispatch([&](auto l) {
+      with_decay([&]<bool L2, bool D>() {
+        adam_lanes<decltype(l)::value>::template blocks<L2, D>(*this, p, mm, vv, vals, idx, count, b, n, ahead);
+      });
+    });
+  }
+
+#if SLUICE_HAVE_AVX2_TARGET
+  // The bf16-moment bodies: their widening, stochastic rounding and Philox scheduling are specific
+  // to each instruction set; the step itself is adam_lanes<L>::step.
+  using lanes = adam_lanes<simd::avx2>::consts;
+  using v8 = simd_detail::vf32<simd::avx2>;
+
+  SLUICE_TARGET_AVX2 lanes make_lanes() const noexcept { return adam_lanes<simd::avx2>::make(*this); }
+
+  template <bool L2, bool Decoupled>
+  SLUICE_TARGET_AVX2 __attribute__((always_inline)) static inline void lanes8(lanes const& c, __m256& p, __m256 g,
+                                                                              __m256& m, __m256& v) noexcept {
+    v8 pv{p}, mv{m}, vv{v};
+    adam_lanes<simd::avx2>::step<L2, Decoupled>(c, pv, v8{g}, mv, vv);
+    p = pv.v, m = mv.v, v = vv.v;
   }
 
   /// Constants of the bf16 loads and stochastic-rounding stores (vpshufb masks; z = zero byte).
@@ -188,7 +125,7 @@ struct adam_kernel {
     __m256i top_lo, top_hi;          // top halfword of each lane -> bytes 0-7 / 8-15 of its 128-bit lane
   };
 
-  __attribute__((target("avx2"))) static bf16_lanes make_bf16_lanes() noexcept {
+  SLUICE_TARGET_AVX2 static bf16_lanes make_bf16_lanes() noexcept {
     char const z = static_cast<char>(0x80);
     // Rounding bytes: elements 0-7 read bytes 0-7 of each 128-bit lane of the halfwords, elements
     // 8-15 bytes 8-15 (see step16_bf16 for their order); the low byte is moment 0's, the high
@@ -210,14 +147,14 @@ struct adam_kernel {
   }
 
   /// bf16_stochastic on eight lanes without the NaN case: the rounded bits, top half significant.
-  __attribute__((target("avx2"), always_inline)) static inline __m256i round8(__m256 x, __m256i add) noexcept {
+  SLUICE_TARGET_AVX2 __attribute__((always_inline)) static inline __m256i round8(__m256 x, __m256i add) noexcept {
     return _mm256_add_epi32(_mm256_castps_si256(x), add);
   }
 
   /// bf16_stochastic on eight lanes: add the rounding bits below bit 16, quiet NaNs (top half
   /// significant, as round8).
-  __attribute__((target("avx2"), always_inline)) static inline __m256i round8_nan(bf16_lanes const& k, __m256 x,
-                                                                                  __m256i add) noexcept {
+  SLUICE_TARGET_AVX2 __attribute__((always_inline)) static inline __m256i round8_nan(bf16_lanes const& k, __m256 x,
+                                                                                     __m256i add) noexcept {
     __m256i const bits = _mm256_castps_si256(x);
     __m256i const is_nan = _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q));
     __m256i const nan = _mm256_or_si256(_mm256_and_si256(bits, k.sign), k.qnan);
@@ -225,59 +162,15 @@ struct adam_kernel {
   }
 
   /// The top halfwords of a (elements 0-7) and b (8-15) as sixteen bf16 in order.
-  __attribute__((target("avx2"), always_inline)) static inline __m256i top16(bf16_lanes const& k, __m256i a,
-                                                                             __m256i b) noexcept {
+  SLUICE_TARGET_AVX2 __attribute__((always_inline)) static inline __m256i top16(bf16_lanes const& k, __m256i a,
+                                                                                __m256i b) noexcept {
     // [a0-3 b0-3 | a4-7 b4-7] in 64-bit quarters -> natural order.
     __m256i const ab = _mm256_blend_epi32(_mm256_shuffle_epi8(a, k.top_lo), _mm256_shuffle_epi8(b, k.top_hi), 0xcc);
     return _mm256_permute4x64_epi64(ab, 0xd8);
   }
 
-  /// A block-sparse step in place on fp32 moments (no catch-up): block j < count is elements
-  /// idx[j] * b .. + min(b, n - idx[j] * b) of p, mm, vv, with gradient vals[j * b ..]; the lines
-  /// of block j + ahead are prefetched. The same operations as core_avx2 on each block.
-  template <bool L2, bool Decoupled, class Index>
-  __attribute__((target("avx2"))) void blocks_avx2_impl(float* SLUICE_RESTRICT p, float* SLUICE_RESTRICT mm,
-                                                        float* SLUICE_RESTRICT vv, float const* SLUICE_RESTRICT vals,
-                                                        Index const* SLUICE_RESTRICT idx, std::size_t count,
-                                                        std::size_t b, std::size_t n,
-                                                        std::size_t ahead) const noexcept {
-    lanes const c = make_lanes();
-    for (std::size_t j = 0; j < count; ++j) {
-      if (j + ahead < count) {
-        std::size_t const next = static_cast<std::size_t>(idx[j + ahead]) * b, bytes = std::min(b, n - next) * 4;
-        prefetch_lines(p + next, bytes);
-        prefetch_lines(mm + next, bytes);
-        prefetch_lines(vv + next, bytes);
-      }
-      std::size_t const base = static_cast<std::size_t>(idx[j]) * b;
-      run_avx2<L2, Decoupled>(c, p + base, vals + j * b, mm + base, vv + base, std::min(b, n - base));
-    }
-  }
-
-  template <class Index>
-  void core_blocks_avx2(float* p, float* mm, float* vv, float const* vals, Index const* idx, std::size_t count,
-                        std::size_t b, std::size_t n, std::size_t ahead) const noexcept {
-#if SLUICE_HAVE_AVX512_TARGET
-    if (use_avx512()) {
-      if (l2)
-        blocks_avx512_impl<true, false>(p, mm, vv, vals, idx, count, b, n, ahead);
-      else if (decoupled)
-        blocks_avx512_impl<false, true>(p, mm, vv, vals, idx, count, b, n, ahead);
-      else
-        blocks_avx512_impl<false, false>(p, mm, vv, vals, idx, count, b, n, ahead);
-      return;
-    }
-#endif
-    if (l2)
-      blocks_avx2_impl<true, false>(p, mm, vv, vals, idx, count, b, n, ahead);
-    else if (decoupled)
-      blocks_avx2_impl<false, true>(p, mm, vv, vals, idx, count, b, n, ahead);
-    else
-      blocks_avx2_impl<false, false>(p, mm, vv, vals, idx, count, b, n, ahead);
-  }
-
   /// Eight halfwords in both 128-bit lanes (a load, no shuffle).
-  __attribute__((target("avx2"), always_inline)) static inline __m256i load8(std::uint16_t const* x) noexcept {
+  SLUICE_TARGET_AVX2 __attribute__((always_inline)) static inline __m256i load8(std::uint16_t const* x) noexcept {
     return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<__m128i const*>(x)));
   }
 
@@ -288,7 +181,7 @@ struct adam_kernel {
   /// one test per sixteen elements (NaN in any of m + v: infinities of opposite sign give false
   /// alarms, which only cost time) takes the quieting path.
   template <bool L2, bool Decoupled>
-  __attribute__((target("avx2"), always_inline)) static inline void step16_bf16(
+  SLUICE_TARGET_AVX2 __attribute__((always_inline)) static inline void step16_bf16(
       lanes const& c, bf16_lanes const& k, float* SLUICE_RESTRICT p, float const* SLUICE_RESTRICT g,
       std::uint16_t* SLUICE_RESTRICT mb, std::uint16_t* SLUICE_RESTRICT vb, __m256i r) noexcept {
     __m256 m[2], v[2];
@@ -314,24 +207,27 @@ struct adam_kernel {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(vb), vo);
   }
 
-  /// The scalar tail of the bf16 loops.
+  /// The tail of the bf16 loops (n < 16): widened to float, stepped by the fp32 lanes, rounded.
   template <bool L2, bool Decoupled>
-  __attribute__((target("avx2"))) void lane1_bf16(float& p, float g, std::uint16_t& mb, std::uint16_t& vb,
-                                                  std::uint32_t r) const noexcept {
-    float m = bf16_to_float(mb), v = bf16_to_float(vb);
-    lane1<L2, Decoupled>(p, g, m, v);
-    mb = bf16_stochastic(m, (r << 24) & 0xff000000u);
-    vb = bf16_stochastic(v, (r << 16) & 0xff000000u);
+  SLUICE_TARGET_AVX2 static void tail_bf16(lanes const& c, float* SLUICE_RESTRICT p, float const* SLUICE_RESTRICT g,
+                                           std::uint16_t* SLUICE_RESTRICT mb, std::uint16_t* SLUICE_RESTRICT vb,
+                                           std::uint16_t const* SLUICE_RESTRICT rnd, std::size_t n) noexcept {
+    alignas(64) float m[16], v[16];
+    for (std::size_t i = 0; i < n; ++i) m[i] = bf16_to_float(mb[i]), v[i] = bf16_to_float(vb[i]);
+    adam_lanes<simd::avx2>::run<L2, Decoupled>(c, p, g, m, v, n);
+    for (std::size_t i = 0; i < n; ++i) {
+      std::uint32_t const r = rnd[i];
+      mb[i] = bf16_stochastic(m[i], (r << 24) & 0xff000000u);
+      vb[i] = bf16_stochastic(v[i], (r << 16) & 0xff000000u);
+    }
   }
 
   /// bf16 moments in one pass with the rounding halfwords rnd[0 .. n) (element i: rnd[i], as
   /// run_contiguous's portable path draws them), reading and writing each array once.
   template <bool L2, bool Decoupled>
-  __attribute__((target("avx2"))) void core_bf16_avx2_impl(float* SLUICE_RESTRICT p, float const* SLUICE_RESTRICT g,
-                                                           std::uint16_t* SLUICE_RESTRICT mb,
-                                                           std::uint16_t* SLUICE_RESTRICT vb,
-                                                           std::uint16_t const* SLUICE_RESTRICT rnd,
-                                                           std::size_t n) const noexcept {
+  SLUICE_TARGET_AVX2 void core_bf16_avx2_impl(float* SLUICE_RESTRICT p, float const* SLUICE_RESTRICT g,
+                                              std::uint16_t* SLUICE_RESTRICT mb, std::uint16_t* SLUICE_RESTRICT vb,
+                                              std::uint16_t const* SLUICE_RESTRICT rnd, std::size_t n) const noexcept {
     lanes const c = make_lanes();
     bf16_lanes const k = make_bf16_lanes();
     std::size_t i = 0;
@@ -339,7 +235,7 @@ struct adam_kernel {
       __m256i const r = _mm256_permute4x64_epi64(_mm256_loadu_si256(reinterpret_cast<__m256i const*>(rnd + i)), 0xd8);
       step16_bf16<L2, Decoupled>(c, k, p + i, g + i, mb + i, vb + i, r);
     }
-    for (; i < n; ++i) lane1_bf16<L2, Decoupled>(p[i], g[i], mb[i], vb[i], rnd[i]);
+    if (i < n) tail_bf16<L2, Decoupled>(c, p + i, g + i, mb + i, vb + i, rnd + i, n - i);
   }
 
   /// bf16 moments of elements first .. first+n-1 of the tensor, drawing the rounding bits from
@@ -349,10 +245,10 @@ struct adam_kernel {
   /// spread between the four 16-element steps of this one, so that their multiply chain overlaps
   /// the Adam arithmetic instead of stalling a separate pass on its latency.
   template <bool L2, bool Decoupled>
-  __attribute__((target("avx2"))) void core_bf16_stream_impl(float* SLUICE_RESTRICT p, float const* SLUICE_RESTRICT g,
-                                                             std::uint16_t* SLUICE_RESTRICT mb,
-                                                             std::uint16_t* SLUICE_RESTRICT vb, philox_lanes const& rs,
-                                                             std::uint64_t first, std::size_t n) const noexcept {
+  SLUICE_TARGET_AVX2 void core_bf16_stream_impl(float* SLUICE_RESTRICT p, float const* SLUICE_RESTRICT g,
+                                                std::uint16_t* SLUICE_RESTRICT mb, std::uint16_t* SLUICE_RESTRICT vb,
+                                                philox_lanes const& rs, std::uint64_t first,
+                                                std::size_t n) const noexcept {
     std::size_t i = 0;
     if ((first & 7) == 0 && n >= 64) {
       lanes const c = make_lanes();
@@ -397,128 +293,24 @@ struct adam_kernel {
                         std::uint64_t first, std::size_t n) const noexcept {
 #if SLUICE_HAVE_AVX512_TARGET
     if (use_avx512()) {
-      if (l2)
-        core_bf16_stream_512<true, false>(p, g, mb, vb, rs, first, n);
-      else if (decoupled)
-        core_bf16_stream_512<false, true>(p, g, mb, vb, rs, first, n);
-      else
-        core_bf16_stream_512<false, false>(p, g, mb, vb, rs, first, n);
+      with_decay([&]<bool L2, bool D>() { core_bf16_stream_512<L2, D>(p, g, mb, vb, rs, first, n); });
       return;
     }
 #endif
-    if (l2)
-      core_bf16_stream_impl<true, false>(p, g, mb, vb, rs, first, n);
-    else if (decoupled)
-      core_bf16_stream_impl<false, true>(p, g, mb, vb, rs, first, n);
-    else
-      core_bf16_stream_impl<false, false>(p, g, mb, vb, rs, first, n);
+    with_decay([&]<bool L2, bool D>() { core_bf16_stream_impl<L2, D>(p, g, mb, vb, rs, first, n); });
   }
 
   void core_bf16_avx2(float* p, float const* g, std::uint16_t* mb, std::uint16_t* vb, std::uint16_t const* rnd,
                       std::size_t n) const noexcept {
-    if (l2)
-      core_bf16_avx2_impl<true, false>(p, g, mb, vb, rnd, n);
-    else if (decoupled)
-      core_bf16_avx2_impl<false, true>(p, g, mb, vb, rnd, n);
-    else
-      core_bf16_avx2_impl<false, false>(p, g, mb, vb, rnd, n);
+    with_decay([&]<bool L2, bool D>() { core_bf16_avx2_impl<L2, D>(p, g, mb, vb, rnd, n); });
   }
 #endif
 
 #if SLUICE_HAVE_AVX512_TARGET
   SLUICE_AVX512_DIAGNOSTICS_BEGIN
-  // AVX-512 bodies: sixteen lanes, mask registers for the tails (no scalar tail: a scalar float
-  // expression compiled with AVX-512F would be contracted into FMA by clang and GCC). The same
-  // IEEE operations in the same order as core_portable; every product goes through
-  // simd_detail::opaque so that no add or subtract consumes it in a fused multiply-add.
-  struct lanes16 {
-    __m512 b1, c1, b2, c2, wd, step, inv, eps, lr_wd;
-  };
-
-  SLUICE_TARGET_AVX512 lanes16 make_lanes16() const noexcept {
-    return {_mm512_set1_ps(b1),           _mm512_set1_ps(c1),  _mm512_set1_ps(b2),
-            _mm512_set1_ps(c2),           _mm512_set1_ps(wd),  _mm512_set1_ps(step_size),
-            _mm512_set1_ps(inv_sqrt_bc2), _mm512_set1_ps(eps), _mm512_set1_ps(lr_wd)};
-  }
-
-  /// a * b, rounded, never fused with the operation that consumes it.
-  SLUICE_TARGET_AVX512 __attribute__((always_inline)) static inline __m512 mul16(__m512 a, __m512 b) noexcept {
-    return simd_detail::opaque(_mm512_mul_ps(a, b));
-  }
-
-  template <bool L2, bool Decoupled>
-  SLUICE_TARGET_AVX512 __attribute__((always_inline)) static inline void step16(lanes16 const& c, __m512& p, __m512 g,
-                                                                                __m512& m, __m512& v) noexcept {
-    if constexpr (L2) g = _mm512_add_ps(g, mul16(c.wd, p));
-    m = _mm512_add_ps(mul16(m, c.b1), mul16(c.c1, g));
-    v = _mm512_add_ps(mul16(v, c.b2), mul16(c.c2, mul16(g, g)));
-    __m512 const den = _mm512_add_ps(mul16(_mm512_sqrt_ps(v), c.inv), c.eps);
-    __m512 const u = mul16(c.step, _mm512_div_ps(m, den));
-    if constexpr (Decoupled)
-      p = _mm512_sub_ps(p, _mm512_add_ps(mul16(c.lr_wd, p), u));
-    else
-      p = _mm512_sub_ps(p, u);
-  }
-
-  /// The fp32 update of n contiguous elements (as run_avx2), sixteen lanes, the tail masked.
-  template <bool L2, bool Decoupled>
-  SLUICE_TARGET_AVX512 __attribute__((always_inline)) static inline void run_avx512(
-      lanes16 const& c, float* SLUICE_RESTRICT p, float const* SLUICE_RESTRICT g, float* SLUICE_RESTRICT mm,
-      float* SLUICE_RESTRICT vv, std::size_t n) noexcept {
-    std::size_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-      __m512 pv = _mm512_loadu_ps(p + i), mv = _mm512_loadu_ps(mm + i), vv16 = _mm512_loadu_ps(vv + i);
-      step16<L2, Decoupled>(c, pv, _mm512_loadu_ps(g + i), mv, vv16);
-      _mm512_storeu_ps(mm + i, mv);
-      _mm512_storeu_ps(vv + i, vv16);
-      _mm512_storeu_ps(p + i, pv);
-    }
-    if (i < n) {
-      auto const k = static_cast<__mmask16>((1u << (n - i)) - 1);
-      __m512 pv = _mm512_maskz_loadu_ps(k, p + i), mv = _mm512_maskz_loadu_ps(k, mm + i);
-      __m512 vv16 = _mm512_maskz_loadu_ps(k, vv + i);
-      step16<L2, Decoupled>(c, pv, _mm512_maskz_loadu_ps(k, g + i), mv, vv16);
-      _mm512_mask_storeu_ps(mm + i, k, mv);
-      _mm512_mask_storeu_ps(vv + i, k, vv16);
-      _mm512_mask_storeu_ps(p + i, k, pv);
-    }
-  }
-
-  template <bool L2, bool Decoupled>
-  SLUICE_TARGET_AVX512 void core_avx512_impl(float* SLUICE_RESTRICT p, float const* SLUICE_RESTRICT g,
-                                             float* SLUICE_RESTRICT mm, float* SLUICE_RESTRICT vv,
-                                             std::size_t n) const noexcept {
-    run_avx512<L2, Decoupled>(make_lanes16(), p, g, mm, vv, n);
-  }
-
-  /// One step on n contiguous float elements in sixteen lanes; the same bits as core_portable.
-  void core_avx512(float* p, float const* g, float* mm, float* vv, std::size_t n) const noexcept {
-    if (l2)
-      core_avx512_impl<true, false>(p, g, mm, vv, n);
-    else if (decoupled)
-      core_avx512_impl<false, true>(p, g, mm, vv, n);
-    else
-      core_avx512_impl<false, false>(p, g, mm, vv, n);
-  }
-
-  /// blocks_avx2_impl in sixteen lanes.
-  template <bool L2, bool Decoupled, class Index>
-  SLUICE_TARGET_AVX512 void blocks_avx512_impl(float* SLUICE_RESTRICT p, float* SLUICE_RESTRICT mm,
-                                               float* SLUICE_RESTRICT vv, float const* SLUICE_RESTRICT vals,
-                                               Index const* SLUICE_RESTRICT idx, std::size_t count, std::size_t b,
-                                               std::size_t n, std::size_t ahead) const noexcept {
-    lanes16 const c = make_lanes16();
-    for (std::size_t j = 0; j < count; ++j) {
-      if (j + ahead < count) {
-        std::size_t const next = static_cast<std::size_t>(idx[j + ahead]) * b, bytes = std::min(b, n - next) * 4;
-        prefetch_lines(p + next, bytes);
-        prefetch_lines(mm + next, bytes);
-        prefetch_lines(vv + next, bytes);
-      }
-      std::size_t const base = static_cast<std::size_t>(idx[j]) * b;
-      run_avx512<L2, Decoupled>(c, p + base, vals + j * b, mm + base, vv + base, std::min(b, n - base));
-    }
-  }
+  // The AVX-512 bf16 body: sixteen lanes of adam_lanes<simd::avx512>::step.
+  using lanes16 = adam_lanes<simd::avx512>::consts;
+  using v16 = simd_detail::vf32<simd::avx512>;
 
   /// Constants of the bf16 widening and stochastic-rounding stores in sixteen lanes.
   struct bf16_lanes16 {
@@ -576,9 +368,10 @@ struct adam_kernel {
     __m512i am[2], av[2], mo[2], vo[2];
     for (int h = 0; h < 2; ++h) {
       m[h] = widen16(mb + 16 * h), v[h] = widen16(vb + 16 * h);
-      __m512 pv = _mm512_loadu_ps(p + 16 * h);
-      step16<L2, Decoupled>(c, pv, _mm512_loadu_ps(g + 16 * h), m[h], v[h]);
-      _mm512_storeu_ps(p + 16 * h, pv);
+      v16 pv = v16::load(p + 16 * h), mv{m[h]}, vv{v[h]};
+      adam_lanes<simd::avx512>::step<L2, Decoupled>(c, pv, v16::load(g + 16 * h), mv, vv);
+      v16::store(p + 16 * h, pv);
+      m[h] = mv.v, v[h] = vv.v;
       __m512i const r = _mm512_maskz_permutex2var_epi16(0x55555555u, w01, k.pick[q0 + h], w23);
       am[h] = _mm512_shuffle_epi8(r, k.low_byte_up);
       av[h] = _mm512_and_si512(r, k.high_byte);
@@ -616,7 +409,7 @@ struct adam_kernel {
                                                  std::size_t n) const noexcept {
     std::size_t i = 0;
     if ((first & 7) == 0 && n >= 128) {
-      lanes16 const c = make_lanes16();
+      lanes16 const c = adam_lanes<simd::avx512>::make(*this);
       bf16_lanes16 const k = make_bf16_lanes16();
       auto const block = [first](std::size_t e) { return static_cast<std::uint32_t>((first + e) >> 3); };
       philox_lanes::keys8z const keys = rs.round_keys_512();

@@ -1,4 +1,4 @@
-// Shared machinery of the CPU optimizers: SIMD loop pragma, exact vector sqrt, and the dense /
+// Shared machinery of the CPU optimizers: SIMD loop pragma and the dense /
 // block / element drivers that run an optimizer's per-tile kernel over cache-sized chunks on all
 // threads (the Philox lanes, bf16 bits and prefetch they use live in core/detail/).
 #pragma once
@@ -24,10 +24,6 @@
 #include <sluice/core/simd.hpp>
 #include <sluice/core/sparse.hpp>
 #include <sluice/optim/state.hpp>
-
-#if defined(__SSE2__)
-#include <immintrin.h>
-#endif
 
 // `omp simd` vectorizes plain loops at -O2 when OpenMP is on; otherwise ask GCC/clang directly.
 #if defined(_OPENMP)
@@ -64,23 +60,6 @@ struct state_access {
     return s.step_;
   }
 };
-
-// sqrt without errno: GCC will not vectorize std::sqrt unless -fno-math-errno is on the command
-// line (the optimize attribute does not help), and a header cannot choose its users' flags. The
-// SSE/AVX square roots are correctly rounded, so results equal the scalar std::sqrt bit for bit.
-inline void sqrt_into(float* SLUICE_RESTRICT dst, float const* SLUICE_RESTRICT src, std::size_t n) noexcept {
-  std::size_t i = 0;
-#if defined(__AVX512F__)
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(dst + i, _mm512_sqrt_ps(_mm512_loadu_ps(src + i)));
-#endif
-#if defined(__AVX__)
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_sqrt_ps(_mm256_loadu_ps(src + i)));
-#endif
-#if defined(__SSE2__)
-  for (; i + 4 <= n; i += 4) _mm_storeu_ps(dst + i, _mm_sqrt_ps(_mm_loadu_ps(src + i)));
-#endif
-  for (; i < n; ++i) dst[i] = std::sqrt(src[i]);
-}
 
 /// Stochastic rounding of bf16 moments draws 8 bits per rounding from the step's stream: word k
 /// serves elements 2k (bits 0-15) and 2k+1 (bits 16-31), moment 0 taking the low byte and moment
@@ -339,19 +318,17 @@ void run_blocks(K const& k, tensor_refs const& r, sparse_view<float const, Index
     // fp32 moments without catch-up: step each block in place (the kernel is elementwise, so the
     // bits equal the tile path's), without copying it to the tile and back.
     if (r.last == nullptr) {
-#if SLUICE_HAVE_AVX2_TARGET
       // Kernels with a whole-range block loop (per-step constants set up once, not per block).
       if constexpr (std::is_same_v<Sh, no_shadow> &&
                     requires(K const& kk, float* f, float const* cf, Index const* ix, std::size_t z) {
-                      kk.core_blocks_avx2(f, f, f, cf, ix, z, z, z, z);
+                      kk.core_blocks(f, f, f, cf, ix, z, z, z, z);
                     }) {
-        if (nm == 2 && use_avx2()) {
-          k.core_blocks_avx2(r.params, r.mf[0], r.mf[1], s.values.data() + jb * b, s.indices.data() + jb, je - jb, b,
-                             r.n, ahead);
+        if (nm == 2) {
+          k.core_blocks(r.params, r.mf[0], r.mf[1], s.values.data() + jb * b, s.indices.data() + jb, je - jb, b, r.n,
+                        ahead);
           return;
         }
       }
-#endif
       for (std::size_t j = jb; j < je; ++j) {
         if (j + ahead < je) prefetch(j + ahead);
         std::size_t const base = static_cast<std::size_t>(s.indices[j]) * b;
