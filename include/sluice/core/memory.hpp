@@ -1,7 +1,7 @@
 // Memory for large tensors: cache-line aligned, and on transparent huge pages where the system
 // allows it. Gradients, parameters and optimizer state of hundreds of MiB are streamed by every
 // kernel in sluice; with 4 KiB pages each stream needs a page walk every 4 KiB, with 2 MiB pages
-// one per 2 MiB (measured on the development VM: docs/performance/optim.md).
+// one per 2 MiB.
 #pragma once
 
 #include <atomic>
@@ -21,7 +21,7 @@ namespace sluice {
 /// (a rotating offset of k * (4 KiB + 64 B) into their region): element i of two arrays allocated
 /// one after the other must not sit a multiple of 2^28 bytes apart, or AMD Zen's L1 way predictor
 /// (tags from address bits 12-27) makes their lines evict each other on every access — seen as a
-/// 3x slower element-wise kernel over p, g, m, v (docs/performance/optim.md). Stateless and
+/// 3x slower element-wise kernel over p, g, m, v on Zen 5. Stateless and
 /// thread-safe; usable with std::vector: `std::vector<float, sluice::line_allocator<float>> g(n);`
 template <class T>
 struct line_allocator {

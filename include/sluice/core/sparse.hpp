@@ -153,7 +153,8 @@ namespace detail {
 
 /// How many entries ahead a scatter asks for its destination line. Sparse indices a few hundred
 /// bytes apart defeat the hardware prefetcher, so each read-modify-write would otherwise wait on
-/// memory one at a time. 128 measured best of 16-256 (docs/performance/collective.md, session 7).
+/// memory one at a time. 128 measured best of 16-256 (docs/performance/collective.md, "Prefetch in
+/// `scatter`").
 inline constexpr std::size_t scatter_ahead = 128;
 
 /// Requests, for writing, the first line of the destination of entry j + scatter_ahead (block size
