@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, then: clang-format check, Release build with warnings as errors and
 # every test (benchmarks: scripts/bench.sh), ASan+UBSan build running the `unit` tests, TSan build running the `threaded` tests,
-# and each libFuzzer target for SLUICE_FUZZ_SECONDS (default: 60 s shared by all targets) when clang is present.
+# and each libFuzzer target for SLUICE_FUZZ_SECONDS (default: 40 s shared by all targets) when clang is present.
 # Stages can be skipped with SLUICE_SKIP="format asan tsan fuzz" (for local iteration only).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -46,10 +46,10 @@ if [[ $skip != *" tsan "* ]]; then
 fi
 
 if [[ $skip != *" fuzz "* ]] && command -v clang++ >/dev/null; then
-  # Default: 60 s over all targets together (CI stays near 30 minutes as targets are added; long
+  # Default: 40 s over all targets together (CI stays near 30 minutes as targets are added; long
   # runs are made by hand: `build/fuzz/tests/fuzz/<target> <corpus> -max_total_time=<s>`).
   targets=$(ls tests/fuzz/fuzz_*.cpp | wc -l)
-  secs=${SLUICE_FUZZ_SECONDS:-$((60 / targets))}
+  secs=${SLUICE_FUZZ_SECONDS:-$((40 / targets))}
   stage "libFuzzer targets, ${secs}s each"
   cmake --preset fuzz >/dev/null
   cmake --build --preset fuzz -j "$jobs"
