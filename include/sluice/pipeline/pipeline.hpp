@@ -45,6 +45,7 @@
 #include <sluice/optim/concepts.hpp>
 #include <sluice/optim/sgd.hpp>
 #include <sluice/optim/state.hpp>
+#include <sluice/optim/step.hpp>
 #include <sluice/pipeline/concepts.hpp>
 #include <sluice/transport/concepts.hpp>
 
