@@ -75,7 +75,7 @@ void dense(benchmark::State& state, O const& o, sluice::bench::traffic t) {
   aligned_floats p(n, 0.5f);
   auto const g = random_gradient(n);
   sluice::optimizer_state<O> s(o, n);
-  o.step(s, p.span(), g.span());  // first touch of the state, outside the timing
+  sluice::step(o, s, p.span(), g.span());  // first touch of the state, outside the timing
   // The reference streams over these very arrays: p and the moments updated, g read.
   using access = sluice::detail::optim::state_access;
   sluice::bench::kernel_arrays a{.elements = n, .read = {{g.data.get(), 4}}, .update = {{p.data.get(), 4}}};
@@ -85,7 +85,7 @@ void dense(benchmark::State& state, O const& o, sluice::bench::traffic t) {
     else
       a.update.push_back({access::bf16(s, k), 2});
   }
-  sluice::bench::run_interleaved(state, a, t, [&] { o.step(s, p.span(), g.span()); });
+  sluice::bench::run_interleaved(state, a, t, [&] { sluice::step(o, s, p.span(), g.span()); });
 }
 
 // Adam fp32: reads p, g, m, v (16 B), writes p, m, v (12 B) per element.
@@ -141,11 +141,11 @@ struct dense_adam_steps {
   sluice::optimizer_state<sluice::adam> s;
   std::vector<double> seconds;
   explicit dense_adam_steps(std::size_t n) : p(n, 0.5f), g(random_gradient(n)), s(o, n) {
-    o.step(s, p.span(), g.span());
+    sluice::step(o, s, p.span(), g.span());
   }
   void operator()() {
     auto const t0 = std::chrono::steady_clock::now();
-    o.step(s, p.span(), g.span());
+    sluice::step(o, s, p.span(), g.span());
     benchmark::ClobberMemory();
     seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
@@ -241,18 +241,18 @@ void BM_adam_sparse_block(benchmark::State& state) {
     if (u(rng) < 0.01) idx.push_back(static_cast<std::uint32_t>(j));
   auto const vals = random_gradient(idx.size() * b);
   sluice::sparse_view<float const> const g{idx, std::span<float const>(vals.data.get(), vals.n), n, b};
-  o.step(s, p.span(), g);
+  sluice::step(o, s, p.span(), g);
   // Touched: the lines of p, m, v read and written per block, plus the gradient block and index.
   double const per = static_cast<double>(b);
   random_lines lines(n, idx, b);
   std::vector<double> warm;  // the same step repeated at once, its lines still in cache (session 4's method)
   auto const med = sluice::bench::run_interleaved(
-      state, idx.size() * b, {.read = (4 * per + 4) / per, .update = 12}, [&] { o.step(s, p.span(), g); },
+      state, idx.size() * b, {.read = (4 * per + 4) / per, .update = 12}, [&] { sluice::step(o, s, p.span(), g); },
       [&] {
         lines();
-        o.step(s, p.span(), g);  // brings the step's lines into cache, then a warm step is timed
+        sluice::step(o, s, p.span(), g);  // brings the step's lines into cache, then a warm step is timed
         auto const t0 = std::chrono::steady_clock::now();
-        o.step(s, p.span(), g);
+        sluice::step(o, s, p.span(), g);
         benchmark::ClobberMemory();
         warm.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         dense();
@@ -281,11 +281,11 @@ void BM_adam_sparse_element(benchmark::State& state) {
     if (j == 0 || idx[j] / 16 != idx[j - 1] / 16) ++line_count;
   auto const vals = random_gradient(idx.size());
   sluice::sparse_view<float const> const g{idx, std::span<float const>(vals.data.get(), vals.n), n, 1};
-  o.step(s, p.span(), g);
+  sluice::step(o, s, p.span(), g);
   double const nnz = static_cast<double>(idx.size()), l = static_cast<double>(line_count);
   random_lines lines(n, idx, 1);
   auto const med = sluice::bench::run_interleaved(
-      state, idx.size(), {.read = 8, .update = 3 * 64 * l / nnz}, [&] { o.step(s, p.span(), g); },
+      state, idx.size(), {.read = 8, .update = 3 * 64 * l / nnz}, [&] { sluice::step(o, s, p.span(), g); },
       [&] { lines(), dense(); });
   dense.report(state, med.kernel_seconds);
   lines.report(state, med.kernel_seconds);

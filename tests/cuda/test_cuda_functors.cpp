@@ -348,7 +348,7 @@ TEST_CASE("adam, adamw and sgd element functors give the CPU optimizers' bits") 
     std::vector<float> m0(n, 0.0f), m1(n, 0.0f);
     for (std::uint32_t t = 1; t <= 4; ++t) {
       auto const g = normal(n, 100 + t);
-      o.step(s, std::span<float>(p), std::span<float const>(g));
+      sluice::step(o, s, std::span<float>(p), std::span<float const>(g));
       auto const f = make(o.kernel(t));
       for (std::size_t i = 0; i < n; ++i) {
         if constexpr (std::is_same_v<O, sgd>)
@@ -447,7 +447,7 @@ TEST_CASE_TEMPLATE("sparse and bf16-moment steps through the element functors gi
       for (std::uint32_t step = 1; step <= 5; ++step) {
         if (step == 3) {  // a dense step between the sparse ones
           auto const g = normal(n, 40 + step);
-          o.step(s, std::span<float>(p), std::span<float const>(g), std::span<Eigen::bfloat16>(shadow));
+          sluice::step(o, s, std::span<float>(p), std::span<float const>(g), std::span<Eigen::bfloat16>(shadow));
           dev.step(cuda::sparse_target{nullptr, 1, n}, g);
           continue;
         }
@@ -456,7 +456,7 @@ TEST_CASE_TEMPLATE("sparse and bf16-moment steps through the element functors gi
         if (idx.back() != nb - 1) idx.push_back(static_cast<std::uint32_t>(nb - 1));  // the cut last block
         auto const vals = normal(idx.size() * block, 60 + step);
         sparse_view<float const> const g{idx, vals, n, block};
-        o.step(s, std::span<float>(p), g, std::span<Eigen::bfloat16>(shadow));
+        sluice::step(o, s, std::span<float>(p), g, std::span<Eigen::bfloat16>(shadow));
         dev.step(cuda::sparse_target{idx.data(), block, n}, vals);
       }
       dev.check_against(s, p, shadow);

@@ -281,7 +281,7 @@ TEST_CASE("device adam, adamw and sgd steps give the CPU optimizers' bits, bf16 
     sc::device_buffer<std::uint16_t> sh(n);
     for (std::uint32_t t = 1; t <= 3; ++t) {
       auto const g = normal(n, 50 + t);
-      o.step(s, std::span<float>(p), std::span<float const>(g), std::span<Eigen::bfloat16>(shadow));
+      sluice::step(o, s, std::span<float>(p), std::span<float const>(g), std::span<Eigen::bfloat16>(shadow));
       auto dg = upload(g);
       if constexpr (std::is_same_v<O, sgd>)
         sc::check(sc::sgd_step(dp.span(), dg.span(), m.span(), sc::sgd_element::from(o.kernel(t)), sh.span(), nullptr),
@@ -337,7 +337,7 @@ TEST_CASE("device sparse and bf16-moment steps give the CPU optimizers' bits") {
       if constexpr (std::is_same_v<O, sgd>) mom.v = {}, mom.v16 = {};
       if (t == 2) {  // a dense step between the sparse ones
         auto const g = normal(n, 80 + t);
-        o.step(s, std::span<float>(p), std::span<float const>(g), std::span<Eigen::bfloat16>(shadow));
+        sluice::step(o, s, std::span<float>(p), std::span<float const>(g), std::span<Eigen::bfloat16>(shadow));
         auto dg = upload(g);
         if constexpr (std::is_same_v<O, sgd>)
           sc::check(sc::sgd_step(dp.span(), dg.span(), mom, sc::sgd_element::from(o.kernel(t)), sh.span(), nullptr),
@@ -352,8 +352,8 @@ TEST_CASE("device sparse and bf16-moment steps give the CPU optimizers' bits") {
       for (std::uint32_t b = t % 3; b < nb; b += 1 + t) idx.push_back(b);
       if (idx.back() != nb - 1) idx.push_back(static_cast<std::uint32_t>(nb - 1));
       auto const vals = normal(idx.size() * block, 90 + t);
-      o.step(s, std::span<float>(p), sluice::sparse_view<float const>{idx, vals, n, block},
-             std::span<Eigen::bfloat16>(shadow));
+      sluice::step(o, s, std::span<float>(p), sluice::sparse_view<float const>{idx, vals, n, block},
+                   std::span<Eigen::bfloat16>(shadow));
       auto di = upload(idx);
       auto dv = upload(vals);
       std::span<std::uint32_t const> const is(di.data(), idx.size());

@@ -90,7 +90,7 @@ TEST_CASE("Thrust (OpenMP) adam and sgd steps equal the CPU optimizers") {
     std::vector<float> m(n, 0.0f), v(n, 0.0f);
     for (std::uint32_t t = 1; t <= 3; ++t) {
       auto const g = normal(n, 10 + t);
-      o.step(s, std::span<float>(p), std::span<float const>(g));
+      sluice::step(o, s, std::span<float>(p), std::span<float const>(g));
       sc::portable::adam_step(thrust::device, q.data(), g.data(), m.data(), v.data(), n,
                               sc::adam_element::from(o.kernel(t)));
     }
@@ -103,7 +103,7 @@ TEST_CASE("Thrust (OpenMP) adam and sgd steps equal the CPU optimizers") {
     std::vector<float> b(n, 0.0f);
     for (std::uint32_t t = 1; t <= 3; ++t) {
       auto const g = normal(n, 20 + t);
-      o.step(s, std::span<float>(p), std::span<float const>(g));
+      sluice::step(o, s, std::span<float>(p), std::span<float const>(g));
       sc::portable::sgd_step(thrust::device, q.data(), g.data(), b.data(), n, sc::sgd_element::from(o.kernel(t)));
     }
     same_bits(q, p, "sgd params");

@@ -452,7 +452,7 @@ TEST_CASE("fused residual + block_top_k is bit-identical for every block size an
 
 TEST_CASE("public entries take what converts to a span: std::vector for gradients, inputs and outputs") {
   // T is deduced from the workspace, so a std::vector<float> converts at the call, as it does for
-  // the optimizers' step(). The result is the same as through explicit spans.
+  // sluice::step. The result is the same as through explicit spans.
   std::size_t const n = 4096;
   std::vector<float> const g = random_grad(n, 11);
   sluice::top_k const c{.ratio = 0.01};

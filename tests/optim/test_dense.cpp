@@ -34,7 +34,7 @@ double run_adam_like(O const& o, bool decoupled) {
   optimizer_state<O> s(o, n_elems, 3);
   for (int t = 0; t < steps; ++t) {
     auto const g = random_floats(n_elems, 100 + static_cast<std::uint32_t>(t));
-    o.step(s, p, g);
+    sluice::step(o, s, p, g);
     ref.step(widen(g));
   }
   CHECK(s.step() == steps);
@@ -52,7 +52,7 @@ double run_sgd(sgd const& o) {
   optimizer_state<sgd> s(o, n_elems);
   for (int t = 0; t < steps; ++t) {
     auto const g = random_floats(n_elems, 300 + static_cast<std::uint32_t>(t), 0.1f);
-    o.step(s, p, g);
+    sluice::step(o, s, p, g);
     ref.step(widen(g));
   }
   return relative_error(p, ref.p);
@@ -87,7 +87,7 @@ TEST_CASE("a large dense step is split over threads and matches the serial resul
   auto const g = random_floats(n, 6);
   adam const o{.lr = 1e-2};
   optimizer_state<adam> s(o, n), s2(o, n);
-  o.step(s, p, g);
+  sluice::step(o, s, p, g);
   // Serial: step_all steps tensors below two chunks on one thread; compare per element instead.
   adam_reference ref{.lr = o.lr};
   ref.init(widen(p2));
@@ -102,18 +102,18 @@ TEST_CASE("shadow parameters are the updated parameters rounded to nearest") {
   std::vector<Eigen::half> sh(n_elems);
   adam const o{};
   optimizer_state<adam> s(o, n_elems);
-  o.step(s, p, g, std::span<Eigen::bfloat16>(sb));
+  sluice::step(o, s, p, g, std::span<Eigen::bfloat16>(sb));
   for (std::size_t i = 0; i < n_elems; ++i)
     REQUIRE(Eigen::numext::bit_cast<std::uint16_t>(sb[i]) ==
             Eigen::numext::bit_cast<std::uint16_t>(Eigen::bfloat16(p[i])));
-  o.step(s, p, g, std::span<Eigen::half>(sh));
+  sluice::step(o, s, p, g, std::span<Eigen::half>(sh));
   for (std::size_t i = 0; i < n_elems; ++i)
     REQUIRE(Eigen::numext::bit_cast<std::uint16_t>(sh[i]) == Eigen::numext::bit_cast<std::uint16_t>(Eigen::half(p[i])));
   // The shadow path computes the same parameters as the plain path.
   auto q = random_floats(n_elems, 9);
   optimizer_state<adam> s2(o, n_elems);
-  o.step(s2, q, g);
-  o.step(s2, q, g);
+  sluice::step(o, s2, q, g);
+  sluice::step(o, s2, q, g);
   CHECK(q == p);
 }
 
@@ -161,9 +161,9 @@ TEST_CASE("bf16 moments: close to fp32, deterministic, unbiased rounding keeps s
   ref.init(widen(p));
   for (int t = 0; t < 100; ++t) {
     auto const g = random_floats(n_elems, 500 + static_cast<std::uint32_t>(t));
-    o16.step(s, p, g);
-    o16.step(s2, p2, g);
-    o32.step(s32, p3, g);
+    sluice::step(o16, s, p, g);
+    sluice::step(o16, s2, p2, g);
+    sluice::step(o32, s32, p3, g);
     ref.step(widen(g));
   }
   CHECK(p == p2);  // same seed, same stream: bit-identical
@@ -191,7 +191,7 @@ TEST_CASE("sgd with bf16 momentum tracks the reference") {
   optimizer_state<sgd> s(o, n_elems);
   for (int t = 0; t < 50; ++t) {
     auto const g = random_floats(n_elems, 700 + static_cast<std::uint32_t>(t), 0.1f);
-    o.step(s, p, g);
+    sluice::step(o, s, p, g);
     ref.step(widen(g));
   }
   std::vector<double> a(n_elems), b(n_elems);
@@ -215,7 +215,7 @@ TEST_CASE("step_all steps every tensor once, like separate steps") {
   for (std::size_t k = 0; k < sizes.size(); ++k) items.push_back({&ss[k], ps[k], gs[k]});
   for (int t = 0; t < 3; ++t) step_all(o, items);
   for (int t = 0; t < 3; ++t)
-    for (std::size_t k = 0; k < sizes.size(); ++k) o.step(ts[k], qs[k], gs[k]);
+    for (std::size_t k = 0; k < sizes.size(); ++k) sluice::step(o, ts[k], qs[k], gs[k]);
   for (std::size_t k = 0; k < sizes.size(); ++k) {
     CHECK(ps[k] == qs[k]);
     CHECK(ss[k] == ts[k]);
@@ -246,11 +246,11 @@ TEST_CASE("distinct tensors step concurrently from different threads") {
   for (int k = 0; k < workers; ++k)
     threads.emplace_back([&, k] {
       auto const u = static_cast<std::size_t>(k);
-      for (int t = 0; t < 20; ++t) o.step(ss[u], ps[u], gs[u]);
+      for (int t = 0; t < 20; ++t) sluice::step(o, ss[u], ps[u], gs[u]);
     });
   for (auto& th : threads) th.join();
   for (std::size_t k = 0; k < workers; ++k) {
-    for (int t = 0; t < 20; ++t) o.step(ts[k], qs[k], gs[k]);
+    for (int t = 0; t < 20; ++t) sluice::step(o, ts[k], qs[k], gs[k]);
     CHECK(ps[k] == qs[k]);
   }
 }

@@ -37,9 +37,9 @@ TEST_CASE("lazy sparse adam and adamw update only touched entries, as the refere
     for (int t = 0; t < 100; ++t) {
       auto const g = make_sparse(n_elems, 0.05, 1000 + static_cast<std::uint32_t>(t));
       if (decoupled)
-        w.step(sw, p, view_of<adamw>(g, n_elems));
+        sluice::step(w, sw, p, view_of<adamw>(g, n_elems));
       else
-        a.step(sa, p, view_of<adam>(g, n_elems));
+        sluice::step(a, sa, p, view_of<adam>(g, n_elems));
       ref.step(g.entries);
       for (auto i : g.indices) touched[i] = true;
     }
@@ -57,7 +57,7 @@ TEST_CASE("lazy sparse sgd matches the reference") {
   optimizer_state<sgd> s(o, n_elems);
   for (int t = 0; t < 100; ++t) {
     auto const g = make_sparse(n_elems, 0.1, 2000 + static_cast<std::uint32_t>(t));
-    o.step(s, p, view_of<sgd>(g, n_elems));
+    sluice::step(o, s, p, view_of<sgd>(g, n_elems));
     ref.step(g.entries);
   }
   CHECK(relative_error(p, ref.p) <= 1e-6);
@@ -85,11 +85,11 @@ TEST_CASE("catch_up sgd momentum equals a dense run with zero gradients at untou
     ref.init(widen(p));
     for (int t = 0; t < 60; ++t) {
       auto const g = make_sparse(n_elems, 0.05, 3000 + static_cast<std::uint32_t>(t));
-      o.step(s, p, view_of<sgd>(g, n_elems));
-      dense_o.step(d, q, g.dense);
+      sluice::step(o, s, p, view_of<sgd>(g, n_elems));
+      sluice::step(dense_o, d, q, g.dense);
       ref.step(widen(g.dense));
     }
-    o.flush(s, p);
+    sluice::flush(o, s, p);
     CHECK(relative_error(p, q) <= 1e-6);
     CHECK(relative_error(p, ref.p) <= 1e-6);
     CHECK(max_relative_error(p, ref.p) <= 1e-4);
@@ -109,14 +109,14 @@ TEST_CASE("catch_up: a dense step after sparse steps catches up first") {
     auto const g = make_sparse(n_elems, 0.05, 4000 + static_cast<std::uint32_t>(t));
     if (t % 10 == 9) {
       auto const dg = random_floats(n_elems, 4500 + static_cast<std::uint32_t>(t));
-      o.step(s, p, dg);
+      sluice::step(o, s, p, dg);
       ref.step(widen(dg));
     } else {
-      o.step(s, p, view_of<sgd>(g, n_elems));
+      sluice::step(o, s, p, view_of<sgd>(g, n_elems));
       ref.step(widen(g.dense));
     }
   }
-  o.flush(s, p);
+  sluice::flush(o, s, p);
   CHECK(relative_error(p, ref.p) <= 1e-6);
 }
 
@@ -133,15 +133,15 @@ TEST_CASE("catch_up adam follows the documented geometric approximation") {
     for (int t = 0; t < 80; ++t) {
       auto const g = make_sparse(n_elems, 0.1, 5000 + static_cast<std::uint32_t>(t));
       if (decoupled)
-        w.step(sw, p, view_of<adamw>(g, n_elems));
+        sluice::step(w, sw, p, view_of<adamw>(g, n_elems));
       else
-        a.step(sa, p, view_of<adam>(g, n_elems));
+        sluice::step(a, sa, p, view_of<adam>(g, n_elems));
       ref.step(g.entries);
     }
     if (decoupled)
-      w.flush(sw, p);
+      sluice::flush(w, sw, p);
     else
-      a.flush(sa, p);
+      sluice::flush(a, sa, p);
     ref.flush();
     CHECK(relative_error(p, ref.p) <= 1e-6);
   }
@@ -157,16 +157,16 @@ TEST_CASE("catch_up adam approximates a dense run with zero gradients once bias 
   optimizer_state<adam> s(o, n), d(dense_o, n);
   for (int t = 0; t < 4000; ++t) {
     auto const g = random_floats(n, 6000 + static_cast<std::uint32_t>(t % 50), 1e-2f);
-    o.step(s, p, g);
-    dense_o.step(d, q, g);
+    sluice::step(o, s, p, g);
+    sluice::step(dense_o, d, q, g);
   }
   auto const start = q;
   for (int t = 0; t < 40; ++t) {
     auto const g = make_sparse(n, 0.2, 7000 + static_cast<std::uint32_t>(t));
-    o.step(s, p, sparse_view<float const>{g.indices, g.values, n, 1});
-    dense_o.step(d, q, g.dense);
+    sluice::step(o, s, p, sparse_view<float const>{g.indices, g.values, n, 1});
+    sluice::step(dense_o, d, q, g.dense);
   }
-  o.flush(s, p);
+  sluice::flush(o, s, p);
   std::vector<double> mp(n), mq(n);
   for (std::size_t i = 0; i < n; ++i)
     mp[i] = p[i] - static_cast<double>(start[i]), mq[i] = q[i] - static_cast<double>(start[i]);
@@ -199,10 +199,10 @@ TEST_CASE("block fast path equals the element path bit for bit") {
       auto const ge = to_elements(g);
       sparse_view<float const> const vb{g.indices, g.values, n_elems, c.block};
       sparse_view<float const> const ve{ge.indices, ge.values, n_elems, 1};
-      o.step(sb, pb, vb, std::span<Eigen::bfloat16>(shb));
-      o.step(se, pe, ve, std::span<Eigen::bfloat16>(she));
-      so.step(tb, qb, vb);
-      so.step(te, qe, ve);
+      sluice::step(o, sb, pb, vb, std::span<Eigen::bfloat16>(shb));
+      sluice::step(o, se, pe, ve, std::span<Eigen::bfloat16>(she));
+      sluice::step(so, tb, qb, vb);
+      sluice::step(so, te, qe, ve);
     }
     CHECK(pb == pe);
     CHECK(sb == se);
@@ -225,8 +225,8 @@ TEST_CASE("the block path over every block equals the dense step") {
     auto const g = random_floats(n_elems, 9000 + static_cast<std::uint32_t>(t));
     std::vector<float> padded(blocks * b, 0.0f);
     std::copy(g.begin(), g.end(), padded.begin());
-    o.step(sd, pd, g);
-    o.step(ss, ps, sparse_view<float const>{idx, padded, n_elems, b});
+    sluice::step(o, sd, pd, g);
+    sluice::step(o, ss, ps, sparse_view<float const>{idx, padded, n_elems, b});
   }
   CHECK(pd == ps);
   CHECK(sd == ss);
@@ -240,8 +240,9 @@ TEST_CASE("64-bit indices and sparse shadows touch only the listed entries") {
   optimizer_state<adam> s(o, n_elems), s2(o, n_elems);
   auto const g = make_sparse(n_elems, 0.1, 10000);
   std::vector<std::uint64_t> idx64(g.indices.begin(), g.indices.end());
-  o.step(s, p, sparse_view<float const, std::uint64_t>{idx64, g.values, n_elems, 1}, std::span<Eigen::half>(shadow));
-  o.step(s2, q, sparse_view<float const>{g.indices, g.values, n_elems, 1});
+  sluice::step(o, s, p, sparse_view<float const, std::uint64_t>{idx64, g.values, n_elems, 1},
+               std::span<Eigen::half>(shadow));
+  sluice::step(o, s2, q, sparse_view<float const>{g.indices, g.values, n_elems, 1});
   CHECK(p == q);
   std::vector<bool> touched(n_elems, false);
   for (auto i : g.indices) touched[i] = true;
@@ -260,11 +261,11 @@ TEST_CASE("sparse steps validate their gradient before changing anything") {
   optimizer_state<adam> s(o, n_elems, 12);
   std::vector<std::uint32_t> bad = {5, 3};
   std::vector<float> vals = {1, 2};
-  CHECK_THROWS_AS(o.step(s, p, sparse_view<float const>{bad, vals, n_elems, 1}), sluice::error);
+  CHECK_THROWS_AS(sluice::step(o, s, p, sparse_view<float const>{bad, vals, n_elems, 1}), sluice::error);
   std::vector<std::uint32_t> out = {5, static_cast<std::uint32_t>(n_elems)};
-  CHECK_THROWS_AS(o.step(s, p, sparse_view<float const>{out, vals, n_elems, 1}), sluice::error);
+  CHECK_THROWS_AS(sluice::step(o, s, p, sparse_view<float const>{out, vals, n_elems, 1}), sluice::error);
   std::vector<std::uint32_t> ok = {5, 6};
-  CHECK_THROWS_AS(o.step(s, p, sparse_view<float const>{ok, vals, n_elems + 1, 1}), sluice::error);
+  CHECK_THROWS_AS(sluice::step(o, s, p, sparse_view<float const>{ok, vals, n_elems + 1, 1}), sluice::error);
   CHECK(s.step() == 0);
   CHECK(p == p0);
 }

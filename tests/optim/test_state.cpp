@@ -40,7 +40,7 @@ TEST_CASE_TEMPLATE("save/restore is bit-exact and training continues identically
         optimizer_state<O> s(o, n, 6);
         for (int t = 0; t < 5; ++t) {
           auto const g = make_sparse(n, 0.3, 100 + static_cast<std::uint32_t>(t));
-          o.step(s, p, sparse_view<float const>{g.indices, g.values, n, 1});
+          sluice::step(o, s, p, sparse_view<float const>{g.indices, g.values, n, 1});
         }
         auto const bytes = s.save();
         CHECK(bytes.size() == s.saved_bytes());
@@ -63,8 +63,8 @@ TEST_CASE_TEMPLATE("save/restore is bit-exact and training continues identically
         auto q = p;
         for (int t = 0; t < 5; ++t) {
           auto const g = random_floats(n, 200 + static_cast<std::uint32_t>(t));
-          o.step(s, p, g);
-          o.step(r, q, g);
+          sluice::step(o, s, p, g);
+          sluice::step(o, r, q, g);
         }
         CHECK(p == q);
         CHECK(r == s);
@@ -75,7 +75,7 @@ TEST_CASE("restore rejects malformed bytes and leaves the state unchanged") {
   adam const o{};
   optimizer_state<adam> s(o, 100, 1);
   auto p = random_floats(100, 2);
-  o.step(s, p, random_floats(100, 3));
+  sluice::step(o, s, p, random_floats(100, 3));
   auto const good = s.save();
   optimizer_state<adam> r(o, 10, 9);
   auto const before = r;
@@ -101,7 +101,7 @@ TEST_CASE("invalid policies and mismatched sizes throw before any state changes"
   auto const g = random_floats(64, 2);
   auto expect = [&](auto const& o, auto& s, errc code) {
     try {
-      o.step(s, p, g);
+      sluice::step(o, s, p, g);
       FAIL("no exception");
     } catch (sluice::error const& e) {
       CHECK(e.kind() == code);
@@ -131,9 +131,9 @@ TEST_CASE("invalid policies and mismatched sizes throw before any state changes"
   optimizer_state<adam> small(good, 63, 5);
   expect(good, small, errc::size_mismatch);
   std::vector<float> short_grad(10);
-  CHECK_THROWS_AS(good.step(s, p, short_grad), sluice::error);
+  CHECK_THROWS_AS(sluice::step(good, s, p, short_grad), sluice::error);
   std::vector<Eigen::bfloat16> short_shadow(10);
-  CHECK_THROWS_AS(good.step(s, p, g, std::span<Eigen::bfloat16>(short_shadow)), sluice::error);
+  CHECK_THROWS_AS(sluice::step(good, s, p, g, std::span<Eigen::bfloat16>(short_shadow)), sluice::error);
   CHECK(s.step() == 0);
   CHECK_THROWS_AS((optimizer_state<adam>(state_layout{3, element_type::f32, false}, 4)), sluice::error);
   CHECK_THROWS_AS((optimizer_state<adam>(state_layout{2, element_type::f16, false}, 4)), sluice::error);
@@ -159,8 +159,8 @@ TEST_CASE("an empty tensor steps without touching anything") {
   adam const o{};
   optimizer_state<adam> s(o, 0);
   std::vector<float> p, g;
-  o.step(s, p, g);
-  o.flush(s, p);
+  sluice::step(o, s, p, g);
+  sluice::flush(o, s, p);
   CHECK(s.step() == 1);
 }
 
@@ -189,7 +189,7 @@ TEST_CASE("every single-byte flip of a saved optimizer state is refused (checksu
   adam const o{};
   optimizer_state<adam> s(o, 37, 4);
   auto p = random_floats(37, 2);
-  o.step(s, p, random_floats(37, 3));
+  sluice::step(o, s, p, random_floats(37, 3));
   auto const good = s.save();
   CHECK(good.size() == s.saved_bytes());
   optimizer_state<adam> r(o, 37, 4);
@@ -208,7 +208,7 @@ TEST_CASE("impossible optimizer states are refused even with a valid checksum") 
   adam const o{};
   optimizer_state<adam> s(o, 8, 1);
   auto p = random_floats(8, 2);
-  o.step(s, p, random_floats(8, 3));
+  sluice::step(o, s, p, random_floats(8, 3));
   auto const good = s.save();
   optimizer_state<adam> r(o, 8, 1);
   auto bad = good;
@@ -244,7 +244,7 @@ TEST_CASE("a step counter at its limit throws instead of wrapping") {
   auto p = random_floats(16, 1);
   auto const p0 = p;
   auto const g = random_floats(16, 2);
-  CHECK_THROWS_AS(o.step(s, p, g), sluice::error);
+  CHECK_THROWS_AS(sluice::step(o, s, p, g), sluice::error);
   CHECK(p == p0);  // nothing written, no NaN
   CHECK(s.step() == std::numeric_limits<std::uint64_t>::max());
   std::vector<tensor_step<adam>> items{{&s, std::span<float>(p), std::span<float const>(g)}};
@@ -257,6 +257,6 @@ TEST_CASE("a step counter at its limit throws instead of wrapping") {
   bytes = sc.save();
   poke(bytes, 22, optimizer_state<adam>::max_catch_up_step);
   sc.restore(bytes);
-  CHECK_THROWS_AS(c.step(sc, p, g), sluice::error);
+  CHECK_THROWS_AS(sluice::step(c, sc, p, g), sluice::error);
   CHECK(p == p0);
 }

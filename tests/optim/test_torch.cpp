@@ -49,7 +49,7 @@ double compare(O const& o, Make make) {
   optimizer_state<O> s(o, n_elems);
   for (int t = 0; t < steps; ++t) {
     auto const g = random_floats(n_elems, 100 + static_cast<std::uint32_t>(t), 0.5f);
-    o.step(s, p, g);
+    sluice::step(o, s, p, g);
     tp.mutable_grad() = tensor_of(g);
     opt.step();
   }
@@ -103,7 +103,7 @@ TEST_CASE("lazy sparse adam agrees with torch SparseAdam semantics") {
   auto const p0 = p;
   for (int t = 1; t <= steps; ++t) {
     auto const g = make_sparse(n_elems, 0.05, 300 + static_cast<std::uint32_t>(t));
-    o.step(s, p, sparse_view<float const>{g.indices, g.values, n_elems, 1});
+    sluice::step(o, s, p, sparse_view<float const>{g.indices, g.values, n_elems, 1});
     std::vector<long> idx(g.indices.begin(), g.indices.end());
     for (auto i : g.indices) touched[i] = true;
     auto const ti = torch::from_blob(idx.data(), {static_cast<long>(idx.size())}, torch::kLong).clone();

@@ -184,7 +184,7 @@ struct hand_composition {
           sparse_allgather_encoded(t, codec, std::span<std::byte const>(bb.frame), b.elements, bb.sparse, ctx, aws);
         }
         for (float& x : bb.sparse.values()) x /= n;
-        opt.step(ostates[b.id], params, bb.sparse.view());
+        sluice::step(opt, ostates[b.id], params, bb.sparse.view());
         continue;
       } else if constexpr (std::is_same_v<collective, by_scatter_reduce_allgather>) {
         if constexpr (std::is_same_v<F, no_feedback>) {
@@ -204,7 +204,7 @@ struct hand_composition {
         }
       }
       for (float& x : bb.sum) x /= n;
-      opt.step(ostates[b.id], params, std::span<float const>(bb.sum));
+      sluice::step(opt, ostates[b.id], params, std::span<float const>(bb.sum));
     }
   }
 };

@@ -5,16 +5,22 @@
 #include <span>
 
 #include <fmt/format.h>
-#include <Eigen/Core>
 
 #include <sluice/core/element.hpp>
-#include <sluice/core/sparse.hpp>
 #include <sluice/optim/concepts.hpp>
 #include <sluice/optim/detail/adam_kernel.hpp>
 #include <sluice/optim/detail/step.hpp>
 #include <sluice/optim/state.hpp>
+#include <sluice/optim/step.hpp>
 
 namespace sluice {
+
+/// The constants of one Adam or AdamW step (adam::kernel(t), adamw::kernel(t)), computed once from
+/// the policy's values in double and used in float: what sluice::step runs the update with, and
+/// what cuda::adam_element::from reads. Its members belong to the kernels and may change with them.
+struct adam_step_constants : detail::optim::adam_kernel {
+  using detail::optim::adam_kernel::adam_kernel;
+};
 
 /// Adam as torch.optim.Adam (amsgrad=False, maximize=False). With g the gradient plus
 /// weight_decay * p (L2, coupled), step t = s.step() + 1:
@@ -25,6 +31,7 @@ namespace sluice {
 /// skipped steps with the geometric approximation (docs/optim.md).
 struct adam {
   using optimizer_concept = optimizer_tag;
+  static constexpr char const* name = "adam";  ///< names the policy in error messages
 
   double lr = 1e-3;                             ///< learning rate, finite, >= 0
   double beta1 = 0.9;                           ///< first-moment decay, in [0, 1)
@@ -43,44 +50,16 @@ struct adam {
   /// Throws errc::invalid_argument for a non-finite or negative lr, eps or weight_decay and betas
   /// outside [0, 1); errc::unsupported for a state_type other than f32 or bf16.
   void validate() const {
-    detail::optim::require_nonnegative(lr, "adam", "lr");
-    detail::optim::require_beta(beta1, "adam", "beta1");
-    detail::optim::require_beta(beta2, "adam", "beta2");
-    detail::optim::require_nonnegative(eps, "adam", "eps");
-    detail::optim::require_nonnegative(weight_decay, "adam", "weight_decay");
-    detail::optim::require_state_type(state_type, "adam");
+    detail::optim::require_nonnegative(lr, name, "lr");
+    detail::optim::require_beta(beta1, name, "beta1");
+    detail::optim::require_beta(beta2, name, "beta2");
+    detail::optim::require_nonnegative(eps, name, "eps");
+    detail::optim::require_nonnegative(weight_decay, name, "weight_decay");
+    detail::optim::require_state_type(state_type, name);
   }
 
-  /// Dense step over a tensor or a fused bucket: params.size() == grad.size() == s.size().
-  template <class Shadow = detail::optim::no_shadow>
-  void step(optimizer_state<adam>& s, std::span<float> params, std::span<float const> grad,
-            std::span<Shadow> shadow = {}) const {
-    static_assert(detail::optim::is_shadow_element<Shadow>, "sluice::adam: a shadow is Eigen::bfloat16 or Eigen::half");
-    detail::optim::step_dense(*this, s, params, grad, shadow, "adam");
-  }
-  /// Sparse step (element or block indices, 32-bit).
-  template <class Shadow = detail::optim::no_shadow>
-  void step(optimizer_state<adam>& s, std::span<float> params, sparse_view<float const> grad,
-            std::span<Shadow> shadow = {}) const {
-    static_assert(detail::optim::is_shadow_element<Shadow>, "sluice::adam: a shadow is Eigen::bfloat16 or Eigen::half");
-    detail::optim::step_sparse(*this, s, params, grad, shadow, "adam");
-  }
-  /// Sparse step (element or block indices, 64-bit).
-  template <class Shadow = detail::optim::no_shadow>
-  void step(optimizer_state<adam>& s, std::span<float> params, sparse_view<float const, std::uint64_t> grad,
-            std::span<Shadow> shadow = {}) const {
-    static_assert(detail::optim::is_shadow_element<Shadow>, "sluice::adam: a shadow is Eigen::bfloat16 or Eigen::half");
-    detail::optim::step_sparse(*this, s, params, grad, shadow, "adam");
-  }
-  /// Brings catch_up entries up to s.step() and rewrites the shadow; no new step.
-  template <class Shadow = detail::optim::no_shadow>
-  void flush(optimizer_state<adam>& s, std::span<float> params, std::span<Shadow> shadow = {}) const {
-    static_assert(detail::optim::is_shadow_element<Shadow>, "sluice::adam: a shadow is Eigen::bfloat16 or Eigen::half");
-    detail::optim::flush(*this, s, params, shadow, "adam");
-  }
-
-  /// Internal: the per-step scalars of step t (t >= 1).
-  [[nodiscard]] detail::optim::adam_kernel kernel(std::uint64_t t) const {
+  /// The constants of step t (t >= 1).
+  [[nodiscard]] adam_step_constants kernel(std::uint64_t t) const {
     return {lr, beta1, beta2, eps, weight_decay, false, t};
   }
 };

@@ -1,4 +1,5 @@
-// Umbrella for sluice/optim: the Optimizer concept, its state, sgd, adam, adamw and step_all.
+// Umbrella for sluice/optim: the Optimizer concept, its state, sgd, adam, adamw, sluice::step /
+// sluice::flush and step_all.
 #pragma once
 
 #include <sluice/optim/adam.hpp>
@@ -7,3 +8,4 @@
 #include <sluice/optim/group.hpp>
 #include <sluice/optim/sgd.hpp>
 #include <sluice/optim/state.hpp>
+#include <sluice/optim/step.hpp>

@@ -6,17 +6,23 @@
 #include <span>
 
 #include <fmt/format.h>
-#include <Eigen/Core>
 
 #include <sluice/core/element.hpp>
 #include <sluice/core/error.hpp>
-#include <sluice/core/sparse.hpp>
 #include <sluice/optim/concepts.hpp>
 #include <sluice/optim/detail/sgd_kernel.hpp>
 #include <sluice/optim/detail/step.hpp>
 #include <sluice/optim/state.hpp>
+#include <sluice/optim/step.hpp>
 
 namespace sluice {
+
+/// The constants of one SGD step (sgd::kernel(t)), computed once from the policy's values: what
+/// sluice::step runs the update with, and what cuda::sgd_element::from reads. Its members belong to
+/// the kernels and may change with them.
+struct sgd_step_constants : detail::optim::sgd_kernel {
+  using detail::optim::sgd_kernel::sgd_kernel;
+};
 
 /// SGD as torch.optim.SGD (maximize=False). With d = g + weight_decay * p, step t:
 ///   momentum == 0:  p -= lr * d
@@ -27,6 +33,7 @@ namespace sluice {
 /// sparse run equals a dense run with zero gradients at untouched entries.
 struct sgd {
   using optimizer_concept = optimizer_tag;
+  static constexpr char const* name = "sgd";  ///< names the policy in error messages
 
   double lr = 1e-2;                             ///< learning rate, finite, >= 0
   double momentum = 0;                          ///< momentum factor, finite, >= 0 (0: no buffer)
@@ -47,46 +54,18 @@ struct sgd {
   /// Throws errc::invalid_argument for values outside their ranges (and Nesterov without momentum
   /// or with dampening, as torch does); errc::unsupported for a state_type other than f32 or bf16.
   void validate() const {
-    detail::optim::require_nonnegative(lr, "sgd", "lr");
-    detail::optim::require_nonnegative(momentum, "sgd", "momentum");
+    detail::optim::require_nonnegative(lr, name, "lr");
+    detail::optim::require_nonnegative(momentum, name, "momentum");
     require(dampening >= 0 && dampening <= 1, errc::invalid_argument, "sgd: dampening = {} is outside [0, 1]",
             dampening);
-    detail::optim::require_nonnegative(weight_decay, "sgd", "weight_decay");
+    detail::optim::require_nonnegative(weight_decay, name, "weight_decay");
     require(!nesterov || (momentum > 0 && dampening == 0), errc::invalid_argument,
             "sgd: nesterov needs momentum > 0 and dampening == 0 (momentum = {}, dampening = {})", momentum, dampening);
-    detail::optim::require_state_type(state_type, "sgd");
+    detail::optim::require_state_type(state_type, name);
   }
 
-  /// Dense step over a tensor or a fused bucket: params.size() == grad.size() == s.size().
-  template <class Shadow = detail::optim::no_shadow>
-  void step(optimizer_state<sgd>& s, std::span<float> params, std::span<float const> grad,
-            std::span<Shadow> shadow = {}) const {
-    static_assert(detail::optim::is_shadow_element<Shadow>, "sluice::sgd: a shadow is Eigen::bfloat16 or Eigen::half");
-    detail::optim::step_dense(*this, s, params, grad, shadow, "sgd");
-  }
-  /// Sparse step (element or block indices, 32-bit).
-  template <class Shadow = detail::optim::no_shadow>
-  void step(optimizer_state<sgd>& s, std::span<float> params, sparse_view<float const> grad,
-            std::span<Shadow> shadow = {}) const {
-    static_assert(detail::optim::is_shadow_element<Shadow>, "sluice::sgd: a shadow is Eigen::bfloat16 or Eigen::half");
-    detail::optim::step_sparse(*this, s, params, grad, shadow, "sgd");
-  }
-  /// Sparse step (element or block indices, 64-bit).
-  template <class Shadow = detail::optim::no_shadow>
-  void step(optimizer_state<sgd>& s, std::span<float> params, sparse_view<float const, std::uint64_t> grad,
-            std::span<Shadow> shadow = {}) const {
-    static_assert(detail::optim::is_shadow_element<Shadow>, "sluice::sgd: a shadow is Eigen::bfloat16 or Eigen::half");
-    detail::optim::step_sparse(*this, s, params, grad, shadow, "sgd");
-  }
-  /// Brings catch_up entries up to s.step() and rewrites the shadow; no new step.
-  template <class Shadow = detail::optim::no_shadow>
-  void flush(optimizer_state<sgd>& s, std::span<float> params, std::span<Shadow> shadow = {}) const {
-    static_assert(detail::optim::is_shadow_element<Shadow>, "sluice::sgd: a shadow is Eigen::bfloat16 or Eigen::half");
-    detail::optim::flush(*this, s, params, shadow, "sgd");
-  }
-
-  /// Internal: the per-step scalars of step t (t >= 1).
-  [[nodiscard]] detail::optim::sgd_kernel kernel(std::uint64_t t) const {
+  /// The constants of step t (t >= 1).
+  [[nodiscard]] sgd_step_constants kernel(std::uint64_t t) const {
     return {lr, momentum, dampening, weight_decay, nesterov, t};
   }
 };

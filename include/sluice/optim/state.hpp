@@ -64,7 +64,7 @@ template <class O, class T = float>
 class optimizer_state {
   static_assert(std::is_same_v<T, float>,
                 "sluice::optimizer_state: master weights are fp32 because bf16/fp16 updates lose small steps; "
-                "pass a bf16 or fp16 shadow span to step() to get low-precision parameters");
+                "pass a bf16 or fp16 shadow span to sluice::step to get low-precision parameters");
 
  public:
   optimizer_state() = default;

@@ -45,6 +45,7 @@
 #include <sluice/optim/concepts.hpp>
 #include <sluice/optim/sgd.hpp>
 #include <sluice/optim/state.hpp>
+#include <sluice/optim/step.hpp>
 #include <sluice/pipeline/concepts.hpp>
 #include <sluice/transport/concepts.hpp>
 
@@ -1000,10 +1001,10 @@ class pipeline {
       std::span<float> const params(master_.data() + bk.first, bk.elements);
       if (bk.sparse_result) {
         for (float& x : bk.sparse_sum.values()) x /= world;
-        opt_.step(bk.ostate, params, bk.sparse_sum.view());
+        sluice::step(opt_, bk.ostate, params, bk.sparse_sum.view());
       } else {
         for (float& x : bk.dense_sum) x /= world;
-        opt_.step(bk.ostate, params, std::span<float const>(bk.dense_sum));
+        sluice::step(opt_, bk.ostate, params, std::span<float const>(bk.dense_sum));
       }
       double const secs = seconds_since(t0);
       emit(stage_sample{.which = stage::apply,

@@ -1,5 +1,6 @@
-// The validated entry points every optimizer policy forwards to: check everything, then bump the
-// step count and run the kernel (dense, sparse, or catch-up only). Nothing changes on a throw.
+// The validated steps behind sluice::step, sluice::flush and step_all: check everything, then bump
+// the step count and run the policy's kernel (dense, sparse, or catch-up only). Nothing changes on
+// a throw.
 #pragma once
 
 #include <cmath>
@@ -18,10 +19,6 @@
 #include <sluice/optim/state.hpp>
 
 namespace sluice::detail::optim {
-
-template <class Sh>
-inline constexpr bool is_shadow_element =
-    std::is_same_v<Sh, no_shadow> || std::is_same_v<Sh, Eigen::bfloat16> || std::is_same_v<Sh, Eigen::half>;
 
 /// Runs the policy's validate() and prefixes the tensor id to its message on failure.
 template <class O>
