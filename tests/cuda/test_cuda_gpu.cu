@@ -26,6 +26,11 @@
 #include <sluice/optim/adamw.hpp>
 #include <sluice/optim/sgd.hpp>
 
+#if defined(SLUICE_TEST_NCCL)
+#include <sluice/cuda/nccl.cuh>
+#include <sluice/transport/local.hpp>
+#endif
+
 #include "cuda/cuda_testing.hpp"
 
 namespace {
@@ -439,6 +444,40 @@ TEST_CASE("device sparse and bf16-moment steps give the CPU optimizers' bits") {
         run(sgd{.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .sparse = mode, .state_type = st, .seed = 5}, block);
       }
 }
+
+#if defined(SLUICE_TEST_NCCL)
+TEST_CASE("the compressed allreduce over NCCL decodes every rank's CPU frame in rank order") {
+  using namespace std::chrono_literals;
+  auto eps = sluice::local_transport::create(1);
+  sluice::nccl_transport<sluice::local_transport> t(eps[0], {.device = 0}, sluice::deadline::after(60s));
+  std::size_t const n = 1000 * 33 + 5;
+  maxmin_quantize const c{.bits = 4, .bucket = 1000, .round = rounding::stochastic};
+  sc::maxmin_params const p{4, 1000, true};
+  encode_context const ctx{.seed = 2, .rank = 0, .step = 4, .tensor = 1};
+  auto g = normal(n, 12);
+  g[2001] = std::numeric_limits<float>::infinity();
+  auto const e0 = normal(n, 13, 0.1f);
+  auto dg = upload(g), de = upload(e0);
+  sc::device_buffer<float> sum(n);
+  sc::maxmin_allreduce_workspace ws(n, p, 1);
+  sc::non_finite_counter nf;
+  sc::maxmin_allreduce(t, dg.span(), de.span(), p, ctx.key(), sum.span(), ws, nf.count(), nullptr,
+                       sluice::deadline::after(30s));
+  sc::check(cudaDeviceSynchronize(), "sync");
+  CHECK(nf.take(nullptr) == 1);
+  // The CPU: residual feedback's frame, decoded (one rank: the sum is its decode).
+  auto const ref = sluice::test::maxmin_feedback(c, ctx, g, e0);
+  std::vector<float> d(n);
+  codec_workspace<maxmin_quantize, float> cw;
+  sluice::decode(c, std::span<std::byte const>(ref.frame), ctx, cw, std::span<float>(d));
+  same_bits(download(sum.data(), n), d, "sum");
+  same_bits(download(de.data(), n), ref.residual, "residual");
+  // A sum of the wrong size is refused before anything is queued.
+  CHECK_THROWS_AS(sc::maxmin_allreduce(t, dg.span(), de.span(), p, ctx.key(), std::span<float>(sum.data(), n - 1), ws,
+                                       nullptr, nullptr, sluice::deadline::after(5s)),
+                  sluice::error);
+}
+#endif
 
 TEST_CASE("the Thrust formulations on the CUDA system write the kernels' bytes") {
   std::size_t const n = 1000 * 77 + 3;
