@@ -55,6 +55,9 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DSLUICE_WERROR=ON -DSLUICE_BU
   -DCMAKE_CUDA_ARCHITECTURES="$arch" >"$build.configure.log" 2>&1 ||
   { cat "$build.configure.log"; say "FAILED: configure"; exit 1; }
 grep -q "nvcc=ON" "$build.configure.log" || { say "FAILED: CMake did not enable CUDA (see $build.configure.log)"; exit 1; }
+# NCCL found: the one-rank nccl_transport checks (frame gather; test_cuda_gpu then also runs
+# cuda::maxmin_allreduce over NCCL).
+grep -q "NCCL=ON" "$build.configure.log" && targets+=(test_transport_nccl)
 collective=0
 if [[ ${GPU_CHECK_COLLECTIVE:-1} != 0 && $(id -u) == 0 ]] && grep -q "ZeroMQ=ON" "$build.configure.log" &&
   ip netns add "slgc$$" 2>/dev/null; then
@@ -73,7 +76,7 @@ fi
 # --- tests -----------------------------------------------------------------------------------
 mkdir -p "$out"
 tests_ok=1
-ctest --test-dir "$build" -R '^test_cuda_(gpu|functors)' --output-on-failure --timeout 300 |
+ctest --test-dir "$build" -R '^test_cuda_(gpu|functors)|^test_transport_nccl$' --output-on-failure --timeout 300 |
   tee "$out/ctest.log" || tests_ok=0
 grep -q "tests passed, 0 tests failed" "$out/ctest.log" || tests_ok=0
 grep -q "(Skipped)" "$out/ctest.log" && { say "FAILED: test_cuda_gpu skipped on a GPU host"; tests_ok=0; }

@@ -30,8 +30,22 @@ inline void same_bits(std::vector<float> const& a, std::vector<float> const& b, 
     if (std::memcmp(&a[i], &b[i], 4) != 0) FAIL(what << ": element " << i << ": " << a[i] << " vs " << b[i]);
 }
 
+/// c - d as sluice::residual stores it after a sparse frame (d its decode), when a compensated
+/// value c was NaN or Inf: every non-finite entry +0 (with all of c finite, it keeps c - d as is).
+inline std::vector<float> kept_residual(std::vector<float> const& c, std::vector<float> const& d) {
+  std::vector<float> r(c.size());
+  bool any = false;
+  for (std::size_t i = 0; i < c.size(); ++i) any = any || c[i] - c[i] != 0.0f;
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    float const x = c[i] - d[i];
+    r[i] = !any || x - x == 0.0f ? x : 0.0f;
+  }
+  return r;
+}
+
 /// The frame and residual of residual feedback around the CPU max-min codec: c = g + e0,
-/// frame = encode(c), residual = c - decode(frame).
+/// frame = encode(c), residual = c - decode(frame), +0 where that is NaN or Inf (sluice::residual
+/// never stores a non-finite value).
 struct feedback_reference {
   std::vector<std::byte> frame;
   std::vector<float> residual;
@@ -45,7 +59,10 @@ inline feedback_reference maxmin_feedback(maxmin_quantize const& c, encode_conte
   codec_workspace<maxmin_quantize, float> ws;
   r.frame.resize(c.encode(std::span<float const>(cv), ctx, ws, r.frame));
   sluice::decode(c, std::span<std::byte const>(r.frame), ctx, ws, std::span<float>(d));
-  for (std::size_t i = 0; i < n; ++i) r.residual[i] = cv[i] - d[i];
+  for (std::size_t i = 0; i < n; ++i) {
+    float const x = cv[i] - d[i];
+    r.residual[i] = x - x == 0.0f ? x : 0.0f;
+  }
   return r;
 }
 

@@ -9,11 +9,14 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <sluice/cuda/concepts.hpp>
 #include <sluice/cuda/frame.hpp>
 #include <sluice/cuda/functors.hpp>
+#include <sluice/feedback/non_finite.hpp>
 #include <sluice/feedback/residual.hpp>
 #include <sluice/feedback/state.hpp>
 #include <sluice/optim/adam.hpp>
@@ -166,6 +169,21 @@ static std::vector<std::uint32_t> select_like_device(std::vector<float> const& x
   return idx;
 }
 
+// The residual and count the device writes for top-k with feedback fused: c = g + e ranked, c - c
+// where sent, c elsewhere, every non-finite residual +0 when any c was not finite.
+static std::uint64_t top_k_feedback_like_device(std::vector<float> const& g, std::vector<float>& e, std::size_t k,
+                                                std::vector<std::uint32_t>& idx, std::vector<float>& val) {
+  std::uint64_t bad = 0;
+  for (std::size_t i = 0; i < e.size(); ++i)
+    bad += cuda::non_finite_count(e[i] = cuda::feedback_maxmin_element::compensate(g[i], e[i]));
+  idx = select_like_device(e, k);
+  val.resize(k);
+  for (std::size_t j = 0; j < k; ++j) val[j] = e[idx[j]], e[idx[j]] = val[j] - val[j];
+  if (bad != 0)
+    for (auto& x : e) x = cuda::kept_residual(x);
+  return bad;
+}
+
 TEST_CASE("block scores and the device's selection rule give block_top_k::encode's frame") {
   for (auto score : {block_score::l1, block_score::l2})
     for (std::size_t block : {std::size_t{16}, std::size_t{5}, std::size_t{64}}) {
@@ -308,32 +326,155 @@ TEST_CASE("random_k's draws split per thread give random_k's indices and frame")
         }
 }
 
-TEST_CASE("random_k with fused feedback equals compensate, encode, decode, subtract") {
+TEST_CASE("random_k with fused feedback equals residual around random_k, NaN and Inf included") {
   for (bool rescale : {false, true})
     for (std::uint64_t step : {1ull, 2ull, 77ull}) {
       std::size_t const n = 50021;
       random_k const c{.ratio = 0.02, .rescale = rescale};
-      encode_context const ctx{.seed = 8, .rank = 1, .step = step, .tensor = 5};
+      encode_context const ctx{.seed = 8, .rank = 1, .step = step, .tensor = 0};
       auto g = normal(n, static_cast<std::uint32_t>(step));
       g[10] = std::numeric_limits<float>::quiet_NaN();
       g[n - 1] = std::numeric_limits<float>::infinity();
       auto const e0 = normal(n, 91, 0.1f);
-      std::vector<float> cv(n), d(n), e_ref(n);
-      for (std::size_t i = 0; i < n; ++i) cv[i] = g[i] + e0[i];
+      residual const f{.non_finite = non_finite_policy::propagate};
+      feedback_state st(f, std::vector<std::size_t>{n});
+      std::copy(e0.begin(), e0.end(), st.buffer<float>(0, 0).begin());
+      feedback_workspace<random_k, float> fw;
       std::vector<std::byte> ref(c.max_encoded_bytes(n));
-      codec_workspace<random_k, float> ws;
-      ref.resize(c.encode(std::span<float const>(cv), ctx, ws, ref));
-      sluice::decode(c, std::span<std::byte const>(ref), ctx, ws, std::span<float>(d));
-      for (std::size_t i = 0; i < n; ++i) e_ref[i] = cv[i] - d[i];
+      ref.resize(f.encode(c, st.slice(0), std::span<float const>(g), ctx, fw, std::span(ref)));
       std::size_t const k = c.keep(n);
       std::vector<std::uint32_t> idx(k);
       std::vector<float> val(k), e = e0;
-      cuda::host::random_k_select(g, e, k, ctx.key().shared(), cuda::random_k_element::of(n, k, rescale), idx, val);
+      auto const bad =
+          cuda::host::random_k_select(g, e, k, ctx.key().shared(), cuda::random_k_element::of(n, k, rescale), idx, val);
       std::vector<std::byte> got(c.max_encoded_bytes(n));
       got.resize(cuda::write_random_k_frame(c, ctx, n, val, got));
       REQUIRE(got.size() == ref.size());
       CHECK(std::memcmp(got.data(), ref.data(), ref.size()) == 0);
-      check_same_bits(e, e_ref, "residual");
+      auto const res = st.slice(0).buffer<float>(0);
+      check_same_bits(e, std::vector<float>(res.begin(), res.end()), "residual");
+      CHECK(bad == 2);
+      CHECK(st.report().non_finite_values == bad);
+    }
+}
+
+TEST_CASE("non-finite gradients through the functors give residual's residual bits and counters") {
+  float const nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  std::size_t const n = 4096 + 1000;
+  auto g = normal(n, 5);
+  g[3] = nan;
+  g[700] = -inf;
+  g[2049] = inf;
+  g[4500] = nan;
+  auto e0 = normal(n, 6, 0.1f);
+  // Finite gradients whose compensation overflows: counted under every policy.
+  g[1500] = 3.0e38f, e0[1500] = 3.0e38f;
+  auto const g_finite = [&] {
+    auto x = g;
+    for (std::size_t i : {3, 700, 2049, 4500}) x[i] = 1.0f;
+    return x;
+  }();
+  for (auto policy : {non_finite_policy::propagate, non_finite_policy::skip_step, non_finite_policy::throw_error})
+    for (bool finite_g : {false, true}) {
+      CAPTURE(static_cast<int>(policy));
+      CAPTURE(finite_g);
+      auto const& gr = finite_g ? g_finite : g;
+      encode_context const ctx{.seed = 4, .rank = 0, .step = 12, .tensor = 0};
+      // The device's sequence: find the first NaN or Inf of g, apply the policy, run the fused
+      // call, record the count.
+      auto run = [&](auto const& codec, auto&& device_call) {
+        using C = std::decay_t<decltype(codec)>;
+        for (bool fuse : {true, false}) {
+          CAPTURE(fuse);
+          residual const f{.non_finite = policy, .fuse = fuse};
+          feedback_state st(f, std::vector<std::size_t>{n}), dst(f, std::vector<std::size_t>{n});
+          std::copy(e0.begin(), e0.end(), st.buffer<float>(0, 0).begin());
+          std::copy(e0.begin(), e0.end(), dst.buffer<float>(0, 0).begin());
+          feedback_workspace<C, float> fw;
+          std::vector<std::byte> ref(codec.max_encoded_bytes(n)), got(codec.max_encoded_bytes(n));
+          bool threw = false, dthrew = false;
+          try {
+            ref.resize(f.encode(codec, st.slice(0), std::span<float const>(gr), ctx, fw, std::span(ref)));
+          } catch (error const& x) {
+            threw = true;
+            CHECK(x.kind() == errc::non_finite);
+          }
+          auto e = e0;
+          try {
+            if (cuda::apply_non_finite_policy(policy, dst.slice(0), first_non_finite(std::span<float const>(gr)),
+                                              ctx.step)) {
+              got.clear();
+            } else {
+              auto const [bytes, bad] = device_call(gr, e, got);
+              got.resize(bytes);
+              dst.record_non_finite(bad);
+              auto const d = dst.buffer<float>(0, 0);
+              std::copy(e.begin(), e.end(), d.begin());
+            }
+          } catch (error const& x) {
+            dthrew = true;
+            CHECK(x.kind() == errc::non_finite);
+          }
+          CHECK(threw == dthrew);
+          if (threw) continue;
+          REQUIRE(got.size() == ref.size());
+          CHECK(std::memcmp(got.data(), ref.data(), ref.size()) == 0);
+          CHECK(dst.report() == st.report());
+          auto const a = st.buffer<float>(0, 0), b = dst.buffer<float>(0, 0);
+          check_same_bits(std::vector<float>(b.begin(), b.end()), std::vector<float>(a.begin(), a.end()), "residual");
+          if (policy == non_finite_policy::propagate) CHECK(st.report().non_finite_values == (finite_g ? 1u : 5u));
+        }
+      };
+      for (unsigned b : {4u, 3u})
+        for (auto round : {rounding::nearest, rounding::stochastic}) {
+          CAPTURE(b);
+          maxmin_quantize const c{.bits = b, .bucket = 512, .round = round};
+          run(c, [&](std::vector<float> const& gg, std::vector<float>& e, std::vector<std::byte>& frame) {
+            auto const l = cuda::layout_of(c, n);
+            std::vector<std::byte> payload(l.payload_bytes());
+            auto const bad = cuda::host::feedback_maxmin(gg, e.data(), c, ctx.key(), payload);
+            std::memcpy(frame.data() + l.ranges_offset, payload.data(), payload.size());
+            return std::pair{cuda::finish_maxmin_frame(c, ctx, n, frame), bad};
+          });
+        }
+      random_k const rk{.ratio = 0.05, .rescale = true};
+      run(rk, [&](std::vector<float> const& gg, std::vector<float>& e, std::vector<std::byte>& frame) {
+        std::size_t const k = rk.keep(n);
+        std::vector<std::uint32_t> idx(k);
+        std::vector<float> val(k);
+        auto const bad =
+            cuda::host::random_k_select(gg, e, k, ctx.key().shared(), cuda::random_k_element::of(n, k, true), idx, val);
+        return std::pair{cuda::write_random_k_frame(rk, ctx, n, val, frame), bad};
+      });
+      for (std::size_t block : {std::size_t{16}, std::size_t{5}}) {
+        block_top_k const bk{.ratio = 0.05, .block = block};
+        run(bk, [&](std::vector<float> const& gg, std::vector<float>& e, std::vector<std::byte>& frame) {
+          std::size_t const nb = bk.block_count(n), kb = bk.keep_blocks(n);
+          std::vector<float> scores(nb);
+          std::uint64_t bad = 0;
+          for (std::size_t j = 0; j < nb; ++j) {
+            std::size_t const first = j * block, len = std::min(block, n - first);
+            for (std::size_t i = first; i < first + len; ++i)
+              bad += cuda::non_finite_count(e[i] = cuda::feedback_maxmin_element::compensate(gg[i], e[i]));
+            scores[j] = cuda::block_top_k_score(e.data() + first, len, false);
+          }
+          auto const blocks = select_like_device(scores, kb);
+          std::vector<float> vals(kb * block, 0.0f);
+          for (std::size_t j = 0; j < kb; ++j)
+            for (std::size_t i = blocks[j] * block; i < std::min(n, (blocks[j] + 1) * block); ++i)
+              vals[j * block + i - blocks[j] * block] = e[i], e[i] = 0.0f;
+          if (bad != 0)
+            for (auto& x : e) x = cuda::kept_residual(x);
+          return std::pair{cuda::write_block_top_k_frame(bk, ctx, n, blocks, vals, frame), bad};
+        });
+      }
+      top_k const tk{.ratio = 0.05};
+      run(tk, [&](std::vector<float> const& gg, std::vector<float>& e, std::vector<std::byte>& frame) {
+        std::vector<std::uint32_t> idx;
+        std::vector<float> val;
+        auto const bad = top_k_feedback_like_device(gg, e, tk.keep(n), idx, val);
+        return std::pair{cuda::write_top_k_frame(tk, ctx, n, idx, val, frame), bad};
+      });
     }
 }
 
@@ -386,23 +527,36 @@ struct device_like_optimizer {
   bool bf16;
   std::vector<float> p, m[2];
   std::vector<std::uint16_t> mb[2], shadow;
+  std::vector<std::uint32_t> last;  // per-entry step counters (catch_up)
   std::uint64_t t = 0;
 
   device_like_optimizer(O const& policy, std::vector<float> const& p0)
-      : o(policy), n(p0.size()), bf16(policy.state_type == element_type::bf16), p(p0), shadow(p0.size()) {
+      : o(policy),
+        n(p0.size()),
+        bf16(policy.state_type == element_type::bf16),
+        p(p0),
+        shadow(p0.size()),
+        last(p0.size(), 0) {
     for (int j = 0; j < 2; ++j) m[j].assign(n, 0.0f), mb[j].assign(n, 0);
   }
-  void step(cuda::sparse_target const& at, std::vector<float> const& values) {
-    ++t;
+  /// One step (values non-null) or the flush (values null), as the device kernel runs it.
+  void step(cuda::sparse_target const& at, std::vector<float> const* values) {
+    if (values != nullptr) ++t;
     auto const r = cuda::bf16_moment_rounding::of(o.seed, t, 0);
-    for (std::size_t v = 0; v < values.size(); ++v) {
+    bool const catch_up = o.sparse == sparse_mode::catch_up;
+    std::uint64_t const target = values != nullptr ? t - 1 : t;
+    for (std::size_t v = 0; v < (values != nullptr ? values->size() : n); ++v) {
       std::size_t const i = at.at(v);
       if (i == n) continue;
       float mm[2] = {bf16 ? cuda::bf16_value(mb[0][i]) : m[0][i], bf16 ? cuda::bf16_value(mb[1][i]) : m[1][i]};
-      if constexpr (std::is_same_v<O, sgd>)
-        cuda::sgd_element::from(o.kernel(t))(p[i], values[v], mm[0]);
-      else
-        cuda::adam_element::from(o.kernel(t))(p[i], values[v], mm[0], mm[1]);
+      if constexpr (std::is_same_v<O, sgd>) {
+        if (catch_up) cuda::sgd_catch_up::from(o.kernel(t))(p[i], mm[0], last[i], target);
+        if (values != nullptr) cuda::sgd_element::from(o.kernel(t))(p[i], (*values)[v], mm[0]);
+      } else {
+        if (catch_up) cuda::adam_catch_up::from(o.kernel(t))(p[i], mm[0], mm[1], last[i], target);
+        if (values != nullptr) cuda::adam_element::from(o.kernel(t))(p[i], (*values)[v], mm[0], mm[1]);
+      }
+      if (catch_up) last[i] = static_cast<std::uint32_t>(t);
       for (unsigned j = 0; j < 2; ++j) {
         if (bf16)
           mb[j][i] = r(mm[j], i, j);
@@ -416,6 +570,10 @@ struct device_like_optimizer {
                      std::vector<Eigen::bfloat16> const& ref_shadow) const {
     check_same_bits(p, ref_p, "params");
     CHECK(std::memcmp(shadow.data(), ref_shadow.data(), 2 * n) == 0);
+    if (o.sparse == sparse_mode::catch_up)
+      for (std::size_t i = 0; i < n; ++i)
+        if (last[i] != s.last_step(i))
+          FAIL("last step of element " << i << ": " << last[i] << " vs " << s.last_step(i));
     for (std::size_t j = 0; j < s.layout().moments; ++j) {
       std::vector<float> got(n), ref(n);
       for (std::size_t i = 0; i < n; ++i) got[i] = bf16 ? cuda::bf16_value(mb[j][i]) : m[j][i], ref[i] = s.moment(j, i);
@@ -429,16 +587,18 @@ TEST_CASE_TEMPLATE("sparse and bf16-moment steps through the element functors gi
   std::size_t const n = 5003;
   auto const p0 = normal(n, 2);
   std::vector<O> policies;
-  for (auto st : {element_type::f32, element_type::bf16}) {
-    O o{};
-    o.lr = 0.01, o.weight_decay = 0.01, o.state_type = st, o.seed = 99;
-    if constexpr (std::is_same_v<O, sgd>) o.momentum = 0.9, o.dampening = 0.1;
-    policies.push_back(o);
-  }
+  for (auto mode : {sparse_mode::lazy, sparse_mode::catch_up})
+    for (auto st : {element_type::f32, element_type::bf16}) {
+      O o{};
+      o.lr = 0.01, o.weight_decay = 0.01, o.state_type = st, o.seed = 99, o.sparse = mode;
+      if constexpr (std::is_same_v<O, sgd>) o.momentum = 0.9, o.dampening = 0.1;
+      policies.push_back(o);
+    }
   for (auto const& o : policies)
     for (std::size_t block : {std::size_t{1}, std::size_t{16}, std::size_t{7}}) {
       CAPTURE(block);
       CAPTURE(static_cast<int>(o.state_type));
+      CAPTURE(static_cast<int>(o.sparse));
       optimizer_state<O> s(o, n);
       std::vector<float> p = p0;
       std::vector<Eigen::bfloat16> shadow(n);
@@ -448,7 +608,7 @@ TEST_CASE_TEMPLATE("sparse and bf16-moment steps through the element functors gi
         if (step == 3) {  // a dense step between the sparse ones
           auto const g = normal(n, 40 + step);
           sluice::step(o, s, std::span<float>(p), std::span<float const>(g), std::span<Eigen::bfloat16>(shadow));
-          dev.step(cuda::sparse_target{nullptr, 1, n}, g);
+          dev.step(cuda::sparse_target{nullptr, 1, n}, &g);
           continue;
         }
         std::vector<std::uint32_t> idx;
@@ -457,7 +617,12 @@ TEST_CASE_TEMPLATE("sparse and bf16-moment steps through the element functors gi
         auto const vals = normal(idx.size() * block, 60 + step);
         sparse_view<float const> const g{idx, vals, n, block};
         sluice::step(o, s, std::span<float>(p), g, std::span<Eigen::bfloat16>(shadow));
-        dev.step(cuda::sparse_target{idx.data(), block, n}, vals);
+        dev.step(cuda::sparse_target{idx.data(), block, n}, &vals);
+      }
+      if (o.sparse == sparse_mode::catch_up) {  // the replay of every lagging entry, then flush
+        dev.check_against(s, p, shadow);
+        sluice::flush(o, s, std::span<float>(p), std::span<Eigen::bfloat16>(shadow));
+        dev.step(cuda::sparse_target{nullptr, 1, n}, nullptr);
       }
       dev.check_against(s, p, shadow);
     }

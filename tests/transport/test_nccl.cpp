@@ -1,13 +1,16 @@
 // nccl_transport: the concept it models, messages through its host transport, and what a rank
 // without a usable GPU gets (errc::unsupported on every rank, not a wait for the deadline).
 // On a machine with a CUDA device the same binary checks a one-rank communicator instead: the
-// native sum of host and device memory, and the element-count agreement. Multi-GPU runs come with
-// the CUDA backend.
+// native sum of host and device memory, the element-count agreement and the gather of compressed
+// frames. The frame-length agreement runs on the host transport alone, GPU or not. Multi-GPU runs
+// come with the CUDA backend.
 #include <doctest/doctest.h>
 
 #include <chrono>
 #include <cstring>
+#include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <sluice/collective/ring_allreduce.hpp>
@@ -80,4 +83,75 @@ TEST_CASE("nccl_transport: a one-rank communicator sums host and device memory")
   ring_allreduce_workspace ws;
   ring_allreduce(t, std::span<float>(host), {.step = 1, .tensor = 2}, ws, {.use_native = true});
   CHECK(host == before);
+}
+
+TEST_CASE("agree_on_frames: every rank learns every frame length, or every rank throws") {
+  auto run = [](std::vector<std::size_t> const& slots, std::vector<std::size_t> const& lengths,
+                std::vector<bool> const& ok) {
+    auto eps = local_transport::create(static_cast<int>(slots.size()));
+    std::vector<std::vector<std::size_t>> got(eps.size());
+    std::vector<errc> err(eps.size(), errc{});
+    std::vector<std::string> what(eps.size());
+    std::vector<std::thread> threads;
+    for (std::size_t r = 0; r < eps.size(); ++r)
+      threads.emplace_back([&, r] {
+        try {
+          got[r] = agree_on_frames(eps[r], slots[r], lengths[r], ok[r], deadline::after(20s));
+        } catch (error const& e) {
+          err[r] = e.kind();
+          what[r] = e.what();
+        }
+      });
+    for (auto& th : threads) th.join();
+    return std::tuple{got, err, what};
+  };
+  {
+    auto const [got, err, what] = run({4096, 4096, 4096}, {4096, 100, 0}, {true, true, true});
+    for (std::size_t r = 0; r < 3; ++r) {
+      INFO("rank ", r, ": ", what[r]);
+      CHECK(err[r] == errc{});
+      CHECK(got[r] == std::vector<std::size_t>{4096, 100, 0});
+    }
+  }
+  {  // a rank with another slot size: size_mismatch everywhere, naming it
+    auto const [got, err, what] = run({4096, 4000, 4096}, {10, 10, 10}, {true, true, true});
+    for (std::size_t r = 0; r < 3; ++r) {
+      INFO("rank ", r, ": ", what[r]);
+      CHECK(err[r] == errc::size_mismatch);
+    }
+    CHECK(what[0].find("rank 1 has slots of 4000") != std::string::npos);
+  }
+  {  // a frame longer than its slot
+    auto const [got, err, what] = run({64, 64}, {64, 65}, {true, true});
+    for (std::size_t r = 0; r < 2; ++r) CHECK(err[r] == errc::invalid_argument);
+    CHECK(what[0].find("rank 1 has a frame of 65 bytes") != std::string::npos);
+  }
+  {  // a rank whose buffers are unusable
+    auto const [got, err, what] = run({64, 64, 64}, {1, 2, 3}, {true, true, false});
+    for (std::size_t r = 0; r < 3; ++r) CHECK(err[r] == errc::invalid_argument);
+    CHECK(what[1].find("rank 2 cannot take part") != std::string::npos);
+  }
+}
+
+TEST_CASE("nccl_transport: a one-rank communicator gathers a padded frame") {
+  if (!have_device()) return;
+  auto eps = local_transport::create(1);
+  nccl_transport<local_transport> t(eps[0], {.device = 0}, deadline::after(60s));
+  std::vector<std::byte> frame(256);
+  for (std::size_t i = 0; i < frame.size(); ++i) frame[i] = static_cast<std::byte>(i * 7);
+  std::byte *in = nullptr, *out = nullptr;
+  REQUIRE(cudaMalloc(reinterpret_cast<void**>(&in), frame.size()) == cudaSuccess);
+  REQUIRE(cudaMalloc(reinterpret_cast<void**>(&out), frame.size()) == cudaSuccess);
+  REQUIRE(cudaMemcpy(in, frame.data(), frame.size(), cudaMemcpyHostToDevice) == cudaSuccess);
+  auto const lengths = t.allgather_frames(std::span<std::byte const>(in, frame.size()), 200,
+                                          std::span(out, frame.size()), deadline::after(30s));
+  CHECK(lengths == std::vector<std::size_t>{200});
+  std::vector<std::byte> back(frame.size());
+  REQUIRE(cudaMemcpy(back.data(), out, back.size(), cudaMemcpyDeviceToHost) == cudaSuccess);
+  CHECK(back == frame);
+  // Host memory is refused before anything is queued.
+  CHECK_THROWS_AS(t.allgather_frames(std::span<std::byte const>(frame), 10, std::span(back), deadline::after(5s)),
+                  error);
+  (void)cudaFree(in);
+  (void)cudaFree(out);
 }

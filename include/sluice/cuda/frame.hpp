@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -19,6 +20,8 @@
 #include <sluice/compress/top_k.hpp>
 #include <sluice/core/parallel.hpp>
 #include <sluice/cuda/functors.hpp>
+#include <sluice/feedback/detail/kernels.hpp>
+#include <sluice/feedback/state.hpp>
 
 namespace sluice::cuda {
 
@@ -113,22 +116,37 @@ inline std::size_t write_random_k_frame(random_k const& c, encode_context const&
   return w.finish();
 }
 
+/// What sluice::residual does before it changes anything when the gradient of slice `s` holds a
+/// NaN or Inf at `at` (the index non_finite_counter::find returns, std::size_t(-1) for none):
+/// nothing for none or non_finite_policy::propagate (returns false: run the fused call, count
+/// with non_finite_counter and record the count with s.state().record_non_finite); for skip_step
+/// records the skip in s.state().report() and returns true (send nothing); for throw_error throws
+/// errc::non_finite naming the tensor, element and step. The same counters and message as the CPU.
+inline bool apply_non_finite_policy(non_finite_policy p, feedback_slice const& s, std::size_t at, std::uint64_t step) {
+  if (p == non_finite_policy::propagate || at == feedback_detail::npos) return false;
+  return feedback_detail::on_non_finite(p, s, at, step, "residual");
+}
+
 namespace host {
 
 /// Bucket b of error feedback around max-min quantization, as the device kernel computes it:
 /// c = g + e (c = g when e is null), the bucket's grid, its levels packed into `levels` (the
-/// levels section) and, when e is not null, e = c - decode(level). `ranges` receives the grid at
-/// 8 * b. When bucket * bits is not a multiple of 8, buckets share bytes. `levels` must start
-/// zeroed (bits are OR-ed in) and buckets must not run concurrently on shared bytes.
-inline void feedback_maxmin_bucket(float const* g, float* e, std::size_t n, std::size_t b, maxmin_quantize const& c,
-                                   philox_stream const& rs, std::byte* ranges, std::byte* levels) noexcept {
+/// levels section) and, when e is not null, e = c - decode(level) (+0 where not finite). `ranges`
+/// receives the grid at 8 * b. When bucket * bits is not a multiple of 8, buckets share bytes.
+/// `levels` must start zeroed (bits are OR-ed in) and buckets must not run concurrently on shared
+/// bytes. Returns how many compensated values were NaN or Inf (0 when e is null).
+inline std::uint32_t feedback_maxmin_bucket(float const* g, float* e, std::size_t n, std::size_t b,
+                                            maxmin_quantize const& c, philox_stream const& rs, std::byte* ranges,
+                                            std::byte* levels) noexcept {
   std::size_t const first = b * c.bucket, len = std::min(c.bucket, n - first);
   float cv[4096];
   std::uint8_t q[4096 + 8] = {};
   maxmin_range_acc acc;
+  std::uint32_t bad = 0;
   for (std::size_t j = 0; j < len; ++j) {
     cv[j] = e != nullptr ? feedback_maxmin_element::compensate(g[first + j], e[first + j]) : g[first + j];
     acc.add(cv[j]);
+    bad += e != nullptr ? non_finite_count(cv[j]) : 0u;
   }
   maxmin_grid const grid = acc.grid(len, c.bits);
   std::memcpy(ranges + 8 * b, &grid.min, 4);
@@ -150,12 +168,14 @@ inline void feedback_maxmin_bucket(float const* g, float* e, std::size_t n, std:
   } else {
     compress_detail::pack_codes_at(q, len, c.bits, levels, bit0);
   }
+  return bad;
 }
 
 /// Error feedback around max-min quantization over a whole tensor (see feedback_maxmin_bucket):
-/// writes the ranges and levels sections at `payload` (layout_of(c, n).payload_bytes()).
-inline void feedback_maxmin(std::span<float const> g, float* e, maxmin_quantize const& c, stream_key const& key,
-                            std::span<std::byte> payload) {
+/// writes the ranges and levels sections at `payload` (layout_of(c, n).payload_bytes()). Returns
+/// how many compensated values were NaN or Inf (what sluice::residual records).
+inline std::uint64_t feedback_maxmin(std::span<float const> g, float* e, maxmin_quantize const& c,
+                                     stream_key const& key, std::span<std::byte> payload) {
   auto const l = layout_of(c, g.size());
   require(payload.size() >= l.payload_bytes(), errc::size_mismatch,
           "cuda::host::feedback_maxmin: payload of {} bytes, {} needed", payload.size(), l.payload_bytes());
@@ -163,25 +183,32 @@ inline void feedback_maxmin(std::span<float const> g, float* e, maxmin_quantize 
   philox_stream const rs(key);
   std::byte* const levels = payload.data() + l.ranges_bytes;
   // Groups of 8 buckets end on a byte boundary, so groups never share a byte.
+  std::atomic<std::uint64_t> bad{0};
   parallel_chunks((l.buckets + 7) / 8, 4, [&](std::size_t gb, std::size_t ge, int) {
+    std::uint64_t own = 0;
     for (std::size_t b = gb * 8; b < std::min(l.buckets, ge * 8); ++b)
-      feedback_maxmin_bucket(g.data(), e, g.size(), b, c, rs, payload.data(), levels);
+      own += feedback_maxmin_bucket(g.data(), e, g.size(), b, c, rs, payload.data(), levels);
+    bad.fetch_add(own, std::memory_order_relaxed);
   });
+  return bad.load();
 }
 
 /// random_k's selection as the device computes it (random_k_draw's decomposition, then a bitmap
 /// of the drawn set read in order), with error feedback fused when `g` is not empty: x holds e on
 /// entry, c = g + e is sampled, and x holds the residual on exit (c where not sent, c - sent where
-/// sent). Without g, x is the input and is left as it is. `indices` and `values` receive k entries.
-inline void random_k_select(std::span<float const> g, std::span<float> x, std::size_t k, stream_key const& key,
-                            random_k_element f, std::span<std::uint32_t> indices, std::span<float> values) {
+/// sent; when any c was NaN or Inf, every non-finite residual becomes +0, as sluice::residual
+/// clears them). Without g, x is the input and is left as it is. `indices` and `values` receive k
+/// entries. Returns how many compensated values were NaN or Inf (0 without g).
+inline std::uint64_t random_k_select(std::span<float const> g, std::span<float> x, std::size_t k, stream_key const& key,
+                                     random_k_element f, std::span<std::uint32_t> indices, std::span<float> values) {
   std::size_t const n = x.size();
   require(k <= n && indices.size() >= k && values.size() >= k && (g.empty() || g.size() == n), errc::size_mismatch,
           "cuda::host::random_k_select: k = {} of n = {}, {} indices, {} values, {} gradients", k, n, indices.size(),
           values.size(), g.size());
   compress_detail::check_index_range(n, "cuda::host::random_k_select");
+  std::uint64_t bad = 0;
   if (!g.empty())
-    for (std::size_t i = 0; i < n; ++i) x[i] = feedback_maxmin_element::compensate(g[i], x[i]);
+    for (std::size_t i = 0; i < n; ++i) bad += non_finite_count(x[i] = feedback_maxmin_element::compensate(g[i], x[i]));
   random_k_draw const d{philox_stream(key), n, k};
   std::vector<std::uint32_t> targets(k);
   std::vector<std::pair<std::uint32_t, std::size_t>> by_value(k);
@@ -205,6 +232,9 @@ inline void random_k_select(std::span<float const> g, std::span<float> x, std::s
     values[j] = f.sent(c);
     if (!g.empty()) x[indices[j]] = random_k_element::residual(c, values[j]);
   }
+  if (bad != 0)
+    for (auto& v : x) v = kept_residual(v);
+  return bad;
 }
 
 }  // namespace host

@@ -79,6 +79,57 @@ SLUICE_HD inline float float_of(std::uint32_t u) noexcept {
   return x;
 #endif
 }
+// IEEE double operations for the catch-up replays, which the CPU computes in double.
+SLUICE_HD inline double dadd(double a, double b) noexcept {
+#if defined(__CUDA_ARCH__)
+  return __dadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+SLUICE_HD inline double dsub(double a, double b) noexcept {
+#if defined(__CUDA_ARCH__)
+  return __dsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+SLUICE_HD inline double dmul(double a, double b) noexcept {
+#if defined(__CUDA_ARCH__)
+  return __dmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+SLUICE_HD inline double ddiv(double a, double b) noexcept {
+#if defined(__CUDA_ARCH__)
+  return __ddiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+SLUICE_HD inline double dsqrt(double a) noexcept {
+#if defined(__CUDA_ARCH__)
+  return __dsqrt_rn(a);
+#else
+  return std::sqrt(a);
+#endif
+}
+#if defined(__CUDACC__)
+// One out-of-line copy of CUDA's pow: the catch-up replay calls it four times per element, and
+// inlining each copy costs compile time for nothing measurable in a memory-bound kernel.
+__device__ __noinline__ inline double pow_device(double a, double b) noexcept { return ::pow(a, b); }
+#endif
+/// pow in double: the C library's on the host; CUDA's (within 2 ulp, so not always the host's
+/// last bit) on the device.
+SLUICE_HD inline double dpow(double a, double b) noexcept {
+#if defined(__CUDA_ARCH__)
+  return pow_device(a, b);
+#else
+  return std::pow(a, b);
+#endif
+}
+
 /// x is neither NaN nor infinite (x - x is 0 exactly then, NaN otherwise).
 SLUICE_HD inline bool finite(float x) noexcept { return sub(x, x) == 0.0f; }
 
@@ -182,14 +233,24 @@ SLUICE_HD inline float maxmin_value(maxmin_grid g, std::uint32_t q) noexcept {
   return detail::add(g.min, detail::mul(static_cast<float>(q), g.unit));
 }
 
+/// What error feedback stores of a residual value x: x, or +0 when x is NaN or infinite
+/// (sluice::residual never keeps a non-finite value; it counts the non-finite compensated values
+/// in feedback_report::non_finite_values instead).
+SLUICE_HD inline float kept_residual(float x) noexcept { return detail::finite(x) ? x : 0.0f; }
+
+/// 1 when the compensated value c is NaN or infinite (what feedback_report::non_finite_values
+/// counts), else 0.
+SLUICE_HD inline std::uint32_t non_finite_count(float c) noexcept { return detail::finite(c) ? 0u : 1u; }
+
 /// One element of error feedback around max-min quantization: c = g + e is quantized to a level
-/// and e becomes c - decode(level) (what the receiver does not get).
+/// and e becomes c - decode(level) (what the receiver does not get), +0 where that is not finite
+/// (every element of a bucket holding NaN or Inf, whose grid is NaN), as the CPU stores it.
 struct feedback_maxmin_element {
   /// Compensation: the value that is quantized.
   SLUICE_HD static float compensate(float g, float e) noexcept { return detail::add(g, e); }
   /// The residual kept after sending level q of c.
   SLUICE_HD static float residual(float c, maxmin_grid g, std::uint32_t q) noexcept {
-    return detail::sub(c, maxmin_value(g, q));
+    return kept_residual(detail::sub(c, maxmin_value(g, q)));
   }
 };
 
@@ -382,6 +443,94 @@ struct sgd_element {
       d = nesterov ? add(d, mul(mu, bi)) : bi;
     }
     p = sub(p, mul(lr, d));
+  }
+};
+
+/// sparse_mode::catch_up of sluice::adam and adamw on one element: the steps last + 1 .. target
+/// skipped since the element was last touched are replayed with zero gradient by the CPU's
+/// geometric approximation (docs/optim.md), in double and in the CPU's order: m and v decay by
+/// beta1^k and beta2^k, AdamW's decay is exact, p moves by this step's update of (m, v) times
+/// sum_{j=1..k} (beta1 / sqrt(beta2))^j. The bits are the CPU's where pow is (on the host always).
+struct adam_catch_up {
+  double step_size = 0, inv_sqrt_bc2 = 0, eps = 0, b1 = 0, b2 = 0, decay = 1, ratio = 0;
+  std::uint64_t t = 0;  ///< the step whose constants these are
+  bool decoupled = false;
+
+  /// From `policy.kernel(t)` of sluice::adam or adamw.
+  template <class K>
+  static adam_catch_up from(K const& k) noexcept {
+    return {k.step_size_d, k.inv_sqrt_bc2_d, k.eps_d, k.b1_d, k.b2_d, k.decay_d, k.ratio, k.t, k.decoupled};
+  }
+
+  /// Brings p, m, v (moments widened to float) from step `last` to `target`; nothing when last >= target.
+  SLUICE_HD void operator()(float& p, float& m, float& v, std::uint64_t last, std::uint64_t target) const noexcept {
+    using namespace detail;
+    if (last >= target) return;
+    auto const k = static_cast<double>(target - last);
+    double pi = p;
+    if (decoupled) pi = dmul(pi, dpow(decay, k));
+    double const mi = m, vi = v;
+    if (mi != 0) {
+      double const base = ddiv(dmul(step_size, mi), dadd(dmul(dsqrt(vi), inv_sqrt_bc2), eps));
+      double const geo = ratio == 1 ? k : ddiv(dmul(ratio, dsub(1, dpow(ratio, k))), dsub(1, ratio));
+      pi = dsub(pi, dmul(base, geo));
+    }
+    m = static_cast<float>(dmul(mi, dpow(b1, k)));
+    v = static_cast<float>(dmul(vi, dpow(b2, k)));
+    p = static_cast<float>(pi);
+  }
+};
+
+/// sparse_mode::catch_up of sluice::sgd on one element: with zero gradient a step is linear in
+/// (p, b), so the k skipped steps are one 2x2 matrix power (repeated squaring in double; the
+/// tensor's first step has its own map), exactly the CPU's operations.
+struct sgd_catch_up {
+  /// [[a, b], [c, d]] acting on (p, b).
+  struct map {
+    double a = 1, b = 0, c = 0, d = 1;
+    SLUICE_HD map then(map const& y) const noexcept {  // *this * y
+      using namespace detail;
+      return {dadd(dmul(a, y.a), dmul(b, y.c)), dadd(dmul(a, y.b), dmul(b, y.d)), dadd(dmul(c, y.a), dmul(d, y.c)),
+              dadd(dmul(c, y.b), dmul(d, y.d))};
+    }
+    SLUICE_HD map pow(std::uint64_t k) const noexcept {
+      map result{}, base = *this;
+      while (k != 0) {
+        if (k & 1) result = result.then(base);
+        base = base.then(base);
+        k >>= 1;
+      }
+      return result;
+    }
+  };
+  map regular{}, initial{};
+  std::uint64_t t = 0;  ///< the step whose constants these are
+  bool momentum = false;
+
+  /// From `policy.kernel(t)` of sluice::sgd.
+  template <class K>
+  static sgd_catch_up from(K const& k) noexcept {
+    return {{k.regular.a, k.regular.b, k.regular.c, k.regular.d},
+            {k.initial.a, k.initial.b, k.initial.c, k.initial.d},
+            k.t,
+            k.moments != 0};
+  }
+
+  /// Brings p and the momentum buffer entry b (widened to float; untouched without momentum) from
+  /// step `last` to `target`; nothing when last >= target.
+  SLUICE_HD void operator()(float& p, float& b, std::uint64_t last, std::uint64_t target) const noexcept {
+    using namespace detail;
+    if (last >= target) return;
+    std::uint64_t k = target - last;
+    map a{};
+    if (last == 0) {
+      a = initial;
+      --k;
+    }
+    a = regular.pow(k).then(a);
+    double const pi = p, bi = momentum ? static_cast<double>(b) : 0.0;
+    p = static_cast<float>(dadd(dmul(a.a, pi), dmul(a.b, bi)));
+    if (momentum) b = static_cast<float>(dadd(dmul(a.c, pi), dmul(a.d, bi)));
   }
 };
 

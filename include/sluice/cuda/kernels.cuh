@@ -63,10 +63,17 @@ struct merge_range {
   }
 };
 
-/// One block per bucket (at most 4096 elements, staged in shared memory).
+/// Adds a thread's count of non-finite compensated values to *bad (when any and bad is set).
+__device__ inline void add_non_finite(unsigned long long* bad, unsigned own) noexcept {
+  if (bad != nullptr && own != 0) atomicAdd(bad, static_cast<unsigned long long>(own));
+}
+
+/// One block per bucket (at most 4096 elements, staged in shared memory). With e, the count of
+/// non-finite compensated values is added to *bad (when set); their bucket's residual is +0.
 __global__ void __launch_bounds__(threads)
     feedback_maxmin(float const* __restrict__ g, float* __restrict__ e, std::size_t n, maxmin_params c,
-                    philox_stream rs, std::uint8_t* __restrict__ ranges, std::uint8_t* __restrict__ levels) {
+                    philox_stream rs, std::uint8_t* __restrict__ ranges, std::uint8_t* __restrict__ levels,
+                    unsigned long long* bad) {
   __shared__ __align__(16) float cs[4096];             // float4 stores
   __shared__ __align__(16) std::uint8_t qs[4096 + 8];  // uchar4 stores
   __shared__ float grid_min, grid_unit;
@@ -80,6 +87,7 @@ __global__ void __launch_bounds__(threads)
   unsigned const body = vec ? len / 4 * 4 : 0;
 
   maxmin_range_acc acc;
+  unsigned own = 0;
   for (unsigned j = 4 * t; j < body; j += 4 * threads) {
     float4 gv = *reinterpret_cast<float4 const*>(g + first + j);
     if (e != nullptr) {
@@ -88,6 +96,7 @@ __global__ void __launch_bounds__(threads)
       gv.y = feedback_maxmin_element::compensate(gv.y, ev.y);
       gv.z = feedback_maxmin_element::compensate(gv.z, ev.z);
       gv.w = feedback_maxmin_element::compensate(gv.w, ev.w);
+      own += non_finite_count(gv.x) + non_finite_count(gv.y) + non_finite_count(gv.z) + non_finite_count(gv.w);
     }
     *reinterpret_cast<float4*>(cs + j) = gv;
     acc.add(gv.x), acc.add(gv.y), acc.add(gv.z), acc.add(gv.w);
@@ -96,7 +105,9 @@ __global__ void __launch_bounds__(threads)
     float const v = e != nullptr ? feedback_maxmin_element::compensate(g[first + j], e[first + j]) : g[first + j];
     cs[j] = v;
     acc.add(v);
+    if (e != nullptr) own += non_finite_count(v);
   }
+  add_non_finite(bad, own);
   if (t < 8) qs[len + t] = 0;  // a last partial group packs zeros
   maxmin_range_acc const total = reduce(tmp).Reduce(acc, merge_range{});
   if (t == 0) {
@@ -165,6 +176,7 @@ __global__ void dequantize_add(float* __restrict__ dense, std::size_t n, maxmin_
 /// Radix-select state of one top-k call, in device memory.
 struct top_k_state {
   unsigned prefix, mask, k_left, threshold, limit, all_ties, use_cand, cand_count;
+  unsigned long long bad;  // non-finite compensated values (feedback fused)
   unsigned hist[3][2048];
 };
 
@@ -172,9 +184,9 @@ inline constexpr int digit_shift[3] = {20, 9, 0};
 inline constexpr int digit_bits[3] = {11, 11, 9};
 
 /// Histogram of one digit of the keys that match the prefix chosen so far. Pass 0 with g set also
-/// compensates: c = g + e is written to x and ranked. Pass 1 also appends the matching keys to
-/// `cand` when the first digit's bin fits it (use_cand, set by top_k_choose<0>), and pass 2 then
-/// reads those candidates instead of the whole input (AIR top-k's filtering): two full reads.
+/// compensates: c = g + e is written to x and ranked, its non-finite values counted in st->bad. Pass 1 also appends the
+/// matching keys to `cand` when the first digit's bin fits it (use_cand, set by top_k_choose<0>), and pass 2 then reads
+/// those candidates instead of the whole input (AIR top-k's filtering): two full reads.
 template <int Pass>
 __global__ void __launch_bounds__(threads)
     top_k_histogram(float const* __restrict__ g, float* __restrict__ x, std::size_t n, top_k_state* st,
@@ -210,6 +222,7 @@ __global__ void __launch_bounds__(threads)
     }
   } else {
     std::size_t const quads = aligned16(x) && (g == nullptr || aligned16(g)) ? n / 4 : 0;
+    unsigned own = 0;
     for (std::size_t i = first; i < quads; i += stride) {
       float4 v = reinterpret_cast<float4 const*>(x)[i];
       if (Pass == 0 && g != nullptr) {
@@ -217,14 +230,19 @@ __global__ void __launch_bounds__(threads)
         v = make_float4(cuda::detail::add(gv.x, v.x), cuda::detail::add(gv.y, v.y), cuda::detail::add(gv.z, v.z),
                         cuda::detail::add(gv.w, v.w));
         reinterpret_cast<float4*>(x)[i] = v;
+        own += non_finite_count(v.x) + non_finite_count(v.y) + non_finite_count(v.z) + non_finite_count(v.w);
       }
       rank(v.x), rank(v.y), rank(v.z), rank(v.w);
     }
     for (std::size_t i = 4 * quads + first; i < n; i += stride) {
       float v = x[i];
-      if (Pass == 0 && g != nullptr) x[i] = v = cuda::detail::add(g[i], v);
+      if (Pass == 0 && g != nullptr) {
+        x[i] = v = cuda::detail::add(g[i], v);
+        own += non_finite_count(v);
+      }
       rank(v);
     }
+    if (Pass == 0) add_non_finite(&st->bad, own);
   }
   __syncthreads();
   for (int i = threadIdx.x; i < bins; i += threads)
@@ -302,7 +320,8 @@ struct top_k_selected {
   }
 };
 
-/// Values of the selected indices; with feedback, e = c - c where sent (0, NaN for a non-finite c).
+/// Values of the selected indices; with feedback, e = c - c where sent (0, NaN for a non-finite c,
+/// which clear_non_finite then clears).
 __global__ void top_k_gather(float* __restrict__ x, std::uint32_t const* __restrict__ idx, float* __restrict__ vals,
                              std::size_t k, bool feedback) {
   std::size_t const stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
@@ -324,15 +343,42 @@ __global__ void block_scores(float const* __restrict__ x, std::size_t n, unsigne
 }
 
 /// Error feedback around block_top_k: c = g + x is written to x and scored (block_top_k_score),
-/// one thread per block, in one pass.
+/// one thread per block, in one pass; the non-finite values of c are counted in *bad.
 __global__ void feedback_block_scores(float const* __restrict__ g, float* __restrict__ x, std::size_t n, unsigned block,
-                                      bool l2, float* __restrict__ scores, std::size_t nb) {
+                                      bool l2, float* __restrict__ scores, std::size_t nb, unsigned long long* bad) {
   std::size_t const stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  unsigned own = 0;
   for (std::size_t j = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; j < nb; j += stride) {
     std::size_t const first = j * block, len = n - first < block ? n - first : block;
-    for (std::size_t e = first; e < first + len; ++e) x[e] = feedback_maxmin_element::compensate(g[e], x[e]);
+    for (std::size_t e = first; e < first + len; ++e)
+      own += non_finite_count(x[e] = feedback_maxmin_element::compensate(g[e], x[e]));
     scores[j] = block_top_k_score(x + first, len, l2);
   }
+  add_non_finite(bad, own);
+}
+
+/// The end of a sparse selection with feedback fused, as sluice::residual ends it: when this call
+/// counted non-finite compensated values (*bad != 0), every non-finite residual becomes +0 and the
+/// count is added to *total (when set); otherwise nothing is read.
+__global__ void __launch_bounds__(threads)
+    clear_non_finite(float* __restrict__ x, std::size_t n, unsigned long long const* bad, unsigned long long* total) {
+  unsigned long long const b = *bad;
+  if (b == 0) return;
+  if (total != nullptr && blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(total, b);
+  std::size_t const stride = static_cast<std::size_t>(gridDim.x) * threads;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(threads) + threadIdx.x; i < n; i += stride)
+    x[i] = kept_residual(x[i]);
+}
+
+/// The first NaN or Inf of x: *at = min(*at, its index) (*at starts at all ones).
+__global__ void __launch_bounds__(threads)
+    find_non_finite(float const* __restrict__ x, std::size_t n, unsigned long long* at) {
+  std::size_t const stride = static_cast<std::size_t>(gridDim.x) * threads;
+  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(threads) + threadIdx.x; i < n; i += stride)
+    if (non_finite_count(x[i]) != 0) {
+      atomicMin(at, static_cast<unsigned long long>(i));
+      return;  // later indices of this thread are larger
+    }
 }
 
 /// The residual of the kept blocks: +0, what the CPU's fused feedback writes (c - c for finite c).
@@ -417,9 +463,10 @@ __global__ void random_k_compact(unsigned const* __restrict__ bitmap, unsigned c
   }
 }
 
-/// x = g + x (error feedback's compensation), float4 when aligned.
+/// x = g + x (error feedback's compensation), float4 when aligned; non-finite sums counted in *bad.
 __global__ void __launch_bounds__(threads)
-    compensate(float const* __restrict__ g, float* __restrict__ x, std::size_t n) {
+    compensate(float const* __restrict__ g, float* __restrict__ x, std::size_t n, unsigned long long* bad) {
+  unsigned own = 0;
   std::size_t const stride = static_cast<std::size_t>(gridDim.x) * threads;
   std::size_t const quads = aligned16(g) && aligned16(x) ? n / 4 : 0;
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(threads) + threadIdx.x; i < quads; i += stride) {
@@ -428,9 +475,11 @@ __global__ void __launch_bounds__(threads)
     xv = make_float4(feedback_maxmin_element::compensate(gv.x, xv.x), feedback_maxmin_element::compensate(gv.y, xv.y),
                      feedback_maxmin_element::compensate(gv.z, xv.z), feedback_maxmin_element::compensate(gv.w, xv.w));
     reinterpret_cast<float4*>(x)[i] = xv;
+    own += non_finite_count(xv.x) + non_finite_count(xv.y) + non_finite_count(xv.z) + non_finite_count(xv.w);
   }
   for (std::size_t i = 4 * quads + blockIdx.x * static_cast<std::size_t>(threads) + threadIdx.x; i < n; i += stride)
-    x[i] = feedback_maxmin_element::compensate(g[i], x[i]);
+    own += non_finite_count(x[i] = feedback_maxmin_element::compensate(g[i], x[i]));
+  add_non_finite(bad, own);
 }
 
 /// Values of the drawn indices (scaled as random_k sends them); with feedback, e = c - sent there.
@@ -502,16 +551,25 @@ struct moment_ptrs {
 };
 
 /// Adam / AdamW at the elements `at` targets: value t of g updates element at.at(t) (the lazy
-/// sparse step, or a dense one with bf16 moments).
+/// sparse step, or a dense one with bf16 moments). With per-entry counters `last`
+/// (sparse_mode::catch_up), the element's skipped steps are replayed first (cu, up to step
+/// cu.t - 1) and its counter set to cu.t; with g null too, only the replay runs, up to cu.t
+/// (flush).
 __global__ void __launch_bounds__(threads)
     adam_step_at(float* __restrict__ p, float const* __restrict__ g, std::size_t count, sparse_target at, moment_ptrs m,
-                 adam_element f, std::uint16_t* __restrict__ shadow) {
+                 adam_element f, std::uint16_t* __restrict__ shadow, std::uint32_t* __restrict__ last,
+                 adam_catch_up cu) {
   std::size_t const stride = static_cast<std::size_t>(gridDim.x) * threads;
+  std::uint64_t const target = g != nullptr ? cu.t - 1 : cu.t;
   for (std::size_t t = blockIdx.x * static_cast<std::size_t>(threads) + threadIdx.x; t < count; t += stride) {
     std::size_t const i = at.at(t);
     if (i == at.n) continue;
     float m0 = m.load(0, i), m1 = m.load(1, i);
-    f(p[i], g[t], m0, m1);
+    if (last != nullptr) {
+      cu(p[i], m0, m1, last[i], target);
+      last[i] = static_cast<std::uint32_t>(cu.t);
+    }
+    if (g != nullptr) f(p[i], g[t], m0, m1);
     m.store(0, i, m0), m.store(1, i, m1);
     if (shadow != nullptr) shadow[i] = bf16_nearest(p[i]);
   }
@@ -520,13 +578,18 @@ __global__ void __launch_bounds__(threads)
 /// SGD at the elements `at` targets (see adam_step_at); without momentum m is not read.
 __global__ void __launch_bounds__(threads)
     sgd_step_at(float* __restrict__ p, float const* __restrict__ g, std::size_t count, sparse_target at, moment_ptrs m,
-                sgd_element f, std::uint16_t* __restrict__ shadow) {
+                sgd_element f, std::uint16_t* __restrict__ shadow, std::uint32_t* __restrict__ last, sgd_catch_up cu) {
   std::size_t const stride = static_cast<std::size_t>(gridDim.x) * threads;
+  std::uint64_t const target = g != nullptr ? cu.t - 1 : cu.t;
   for (std::size_t t = blockIdx.x * static_cast<std::size_t>(threads) + threadIdx.x; t < count; t += stride) {
     std::size_t const i = at.at(t);
     if (i == at.n) continue;
     float b = f.momentum ? m.load(0, i) : 0.0f;
-    f(p[i], g[t], b);
+    if (last != nullptr) {
+      cu(p[i], b, last[i], target);
+      last[i] = static_cast<std::uint32_t>(cu.t);
+    }
+    if (g != nullptr) f(p[i], g[t], b);
     if (f.momentum) m.store(0, i, b);
     if (shadow != nullptr) shadow[i] = bf16_nearest(p[i]);
   }
@@ -551,12 +614,54 @@ inline std::size_t maxmin_payload_bytes(std::size_t n, maxmin_params c) noexcept
   return (8 * nb + (n * c.bits + 7) / 8 + 7) / 8 * 8;
 }
 
+/// Device counters of error feedback's non-finite handling (the device side of feedback_report):
+/// the feedback wrappers given count() add the number of NaN or Inf compensated values to it (what
+/// non_finite_values counts under every policy), and find() locates the first NaN or Inf of a
+/// gradient before anything changes (what non_finite_policy::throw_error and skip_step act on,
+/// see apply_non_finite_policy). One counter serves any number of calls on one stream.
+class non_finite_counter {
+ public:
+  non_finite_counter() : words_(2) {
+    check(cudaMemset(words_.data(), 0, 2 * sizeof(unsigned long long)), "cuda::non_finite_counter");
+  }
+  /// The device word the feedback wrappers add to.
+  [[nodiscard]] unsigned long long* count() noexcept { return words_.data(); }
+  /// The count so far, reset to 0 (synchronizes `s`): pass it to feedback_state::record_non_finite.
+  [[nodiscard]] std::uint64_t take(cudaStream_t s) {
+    unsigned long long v = 0;
+    check(cudaMemcpyAsync(&v, words_.data(), sizeof v, cudaMemcpyDeviceToHost, s), "cuda::non_finite_counter::take");
+    check(cudaMemsetAsync(words_.data(), 0, sizeof v, s), "cuda::non_finite_counter::take");
+    check(cudaStreamSynchronize(s), "cuda::non_finite_counter::take");
+    return v;
+  }
+  /// Index of the first NaN or Inf of g, or std::size_t(-1) when every value is finite (as
+  /// sluice::first_non_finite); synchronizes `s`.
+  [[nodiscard]] std::size_t find(std::span<float const> g, cudaStream_t s) {
+    unsigned long long* const at = words_.data() + 1;
+    check(cudaMemsetAsync(at, 0xff, sizeof *at, s), "cuda::non_finite_counter::find");
+    if (!g.empty())
+      kernel::find_non_finite<<<kernel::grid_for(g.size()), kernel::threads, 0, s>>>(g.data(), g.size(), at);
+    check(cudaGetLastError(), "cuda::non_finite_counter::find");
+    unsigned long long v = 0;
+    check(cudaMemcpyAsync(&v, at, sizeof v, cudaMemcpyDeviceToHost, s), "cuda::non_finite_counter::find");
+    check(cudaStreamSynchronize(s), "cuda::non_finite_counter::find");
+    return v == ~0ull ? static_cast<std::size_t>(-1) : static_cast<std::size_t>(v);
+  }
+
+ private:
+  device_buffer<unsigned long long> words_;  // the count, find's index
+};
+
 /// Queues error feedback around max-min quantization on `s`: c = g + e, the frame's ranges and
 /// levels sections into `payload` (maxmin_payload_bytes, 8-aligned device memory), e = c -
-/// decode. An empty `e` quantizes g alone. The sections equal the CPU encoder's bytes
-/// (finish_maxmin_frame completes the frame on the host). Buckets of 64..4096, bits 1..8.
+/// decode (+0 where not finite, as sluice::residual stores it; a bucket holding NaN or Inf keeps
+/// +0 throughout). An empty `e` quantizes g alone. The sections equal the CPU encoder's bytes
+/// (finish_maxmin_frame completes the frame on the host). Buckets of 64..4096, bits 1..8. With
+/// e, a non-null `non_finite` (device memory, non_finite_counter::count()) receives the number of
+/// NaN or Inf compensated values added.
 inline device_status feedback_maxmin(std::span<float const> g, std::span<float> e, maxmin_params c,
-                                     stream_key const& key, std::span<std::byte> payload, cudaStream_t s) noexcept {
+                                     stream_key const& key, std::span<std::byte> payload,
+                                     unsigned long long* non_finite, cudaStream_t s) noexcept {
   std::size_t const n = g.size();
   if (c.bits < 1 || c.bits > 8 || c.bucket < 64 || c.bucket > 4096 || (!e.empty() && e.size() != n) ||
       payload.size() < maxmin_payload_bytes(n, c) || reinterpret_cast<std::uintptr_t>(payload.data()) % 8 != 0)
@@ -570,8 +675,14 @@ inline device_status feedback_maxmin(std::span<float const> g, std::span<float> 
       return st;
   }
   kernel::feedback_maxmin<<<static_cast<unsigned>(nb), kernel::threads, 0, s>>>(
-      g.data(), e.empty() ? nullptr : e.data(), n, c, philox_stream(key), ranges, ranges + 8 * nb);
+      g.data(), e.empty() ? nullptr : e.data(), n, c, philox_stream(key), ranges, ranges + 8 * nb, non_finite);
   return status_of(cudaGetLastError());
+}
+
+/// feedback_maxmin without counting the non-finite values.
+inline device_status feedback_maxmin(std::span<float const> g, std::span<float> e, maxmin_params c,
+                                     stream_key const& key, std::span<std::byte> payload, cudaStream_t s) noexcept {
+  return feedback_maxmin(g, e, c, key, payload, nullptr, s);
 }
 
 /// Queues dense += decode(ranges, levels) on `s` (the two sections as feedback_maxmin writes
@@ -615,7 +726,8 @@ class top_k_workspace {
 
  private:
   friend device_status top_k_select(std::span<float const>, std::span<float>, std::size_t, top_k_workspace&,
-                                    std::span<std::uint32_t>, std::span<float>, cudaStream_t) noexcept;
+                                    std::span<std::uint32_t>, std::span<float>, unsigned long long*,
+                                    cudaStream_t) noexcept;
   std::size_t n_, tiles_;
   device_buffer<kernel::top_k_state> state_;
   device_buffer<unsigned> tie_count_, tie_cum_;
@@ -627,10 +739,13 @@ class top_k_workspace {
 /// Queues the exact top-k of x by magnitude on `s` (sluice::top_k's selection: the k largest
 /// |x| ranked by their bits, NaN first, ties to the lower index): `indices` (increasing) and
 /// `values` receive k entries. With a non-empty `g`, error feedback is fused: x holds e on entry,
-/// c = g + e is ranked, and x holds the new residual (c where not sent, c - c where sent) on exit.
-/// write_top_k_frame builds the frame from the copied-back entries.
+/// c = g + e is ranked, and x holds the new residual (c where not sent, c - c where sent; when any
+/// c was NaN or Inf, every non-finite residual becomes +0, as sluice::residual clears them) on
+/// exit, and a non-null `non_finite` (device memory) receives the number of NaN or Inf values of c
+/// added. write_top_k_frame builds the frame from the copied-back entries.
 inline device_status top_k_select(std::span<float const> g, std::span<float> x, std::size_t k, top_k_workspace& ws,
-                                  std::span<std::uint32_t> indices, std::span<float> values, cudaStream_t s) noexcept {
+                                  std::span<std::uint32_t> indices, std::span<float> values,
+                                  unsigned long long* non_finite, cudaStream_t s) noexcept {
   std::size_t const n = x.size();
   if (n > ws.n_ || k > n || indices.size() < k || values.size() < k || (!g.empty() && g.size() != n))
     return device_status::size_mismatch;
@@ -661,7 +776,15 @@ inline device_status top_k_select(std::span<float const> g, std::span<float> x, 
   if (r != device_status::ok) return r;
   kernel::top_k_gather<<<kernel::grid_for(k), kernel::threads, 0, s>>>(x.data(), indices.data(), values.data(), k,
                                                                        !g.empty());
+  if (!g.empty())
+    kernel::clear_non_finite<<<kernel::grid_for(n, 4), kernel::threads, 0, s>>>(x.data(), n, &st->bad, non_finite);
   return status_of(cudaGetLastError());
+}
+
+/// top_k_select without counting the non-finite values.
+inline device_status top_k_select(std::span<float const> g, std::span<float> x, std::size_t k, top_k_workspace& ws,
+                                  std::span<std::uint32_t> indices, std::span<float> values, cudaStream_t s) noexcept {
+  return top_k_select(g, x, k, ws, indices, values, nullptr, s);
 }
 
 /// Device scratch of block_top_k_select for tensors of up to `n` elements in blocks of `block`.
@@ -671,6 +794,7 @@ class block_top_k_workspace {
       : block_(block),
         scores_(std::max<std::size_t>((n + block - 1) / block, 1)),
         kept_(scores_.size()),
+        bad_(1),
         select_(scores_.size()) {
     require(block >= 1 && block <= 65536, errc::invalid_argument,
             "cuda::block_top_k_workspace: block size {} is outside [1, 65536]", block);
@@ -682,7 +806,7 @@ class block_top_k_workspace {
                                           cudaStream_t) noexcept;
   friend device_status block_top_k_select(std::span<float const>, std::span<float>, std::size_t, bool, std::size_t,
                                           block_top_k_workspace&, std::span<std::uint32_t>, std::span<float>,
-                                          cudaStream_t) noexcept;
+                                          unsigned long long*, cudaStream_t) noexcept;
   /// The kb best of the nb scores in scores_, their blocks' elements of x gathered.
   device_status select(float const* x, std::size_t n, std::size_t nb, std::size_t kb, std::span<std::uint32_t> blocks,
                        std::span<float> values, cudaStream_t s) noexcept {
@@ -697,6 +821,7 @@ class block_top_k_workspace {
   }
   std::size_t block_;
   device_buffer<float> scores_, kept_;
+  device_buffer<unsigned long long> bad_;  // non-finite compensated values of the call
   top_k_workspace select_;
 };
 
@@ -718,22 +843,37 @@ inline device_status block_top_k_select(std::span<float const> x, std::size_t bl
 
 /// block_top_k_select with error feedback fused, as sluice::residual around block_top_k: x holds
 /// e on entry; c = g + e is written and scored in one pass, the kb best blocks of c selected and
-/// gathered, and x holds the residual on exit (c outside the kept blocks, +0 in them).
+/// gathered, and x holds the residual on exit (c outside the kept blocks, +0 in them; when any c was
+/// NaN or Inf, every non-finite residual becomes +0), and a non-null `non_finite` (device memory)
+/// receives the number of NaN or Inf values of c added.
 inline device_status block_top_k_select(std::span<float const> g, std::span<float> x, std::size_t block, bool l2,
                                         std::size_t kb, block_top_k_workspace& ws, std::span<std::uint32_t> blocks,
-                                        std::span<float> values, cudaStream_t s) noexcept {
+                                        std::span<float> values, unsigned long long* non_finite,
+                                        cudaStream_t s) noexcept {
   std::size_t const n = x.size(), nb = (n + block - 1) / block;
   if (g.size() != n || block != ws.block_ || nb > ws.scores_.size() || kb > nb || blocks.size() < kb ||
       values.size() < kb * block)
     return device_status::size_mismatch;
   if (n == 0) return device_status::ok;
+  if (auto const r = status_of(cudaMemsetAsync(ws.bad_.data(), 0, sizeof(unsigned long long), s));
+      r != device_status::ok)
+    return r;
   kernel::feedback_block_scores<<<kernel::grid_for(nb), kernel::threads, 0, s>>>(
-      g.data(), x.data(), n, static_cast<unsigned>(block), l2, ws.scores_.data(), nb);
-  if (kb == 0) return status_of(cudaGetLastError());
-  if (auto const r = ws.select(x.data(), n, nb, kb, blocks, values, s); r != device_status::ok) return r;
-  kernel::zero_blocks<<<kernel::grid_for(kb * block), kernel::threads, 0, s>>>(
-      x.data(), n, static_cast<unsigned>(block), blocks.data(), kb);
+      g.data(), x.data(), n, static_cast<unsigned>(block), l2, ws.scores_.data(), nb, ws.bad_.data());
+  if (kb != 0) {
+    if (auto const r = ws.select(x.data(), n, nb, kb, blocks, values, s); r != device_status::ok) return r;
+    kernel::zero_blocks<<<kernel::grid_for(kb * block), kernel::threads, 0, s>>>(
+        x.data(), n, static_cast<unsigned>(block), blocks.data(), kb);
+  }
+  kernel::clear_non_finite<<<kernel::grid_for(n, 4), kernel::threads, 0, s>>>(x.data(), n, ws.bad_.data(), non_finite);
   return status_of(cudaGetLastError());
+}
+
+/// block_top_k_select with feedback, without counting the non-finite values.
+inline device_status block_top_k_select(std::span<float const> g, std::span<float> x, std::size_t block, bool l2,
+                                        std::size_t kb, block_top_k_workspace& ws, std::span<std::uint32_t> blocks,
+                                        std::span<float> values, cudaStream_t s) noexcept {
+  return block_top_k_select(g, x, block, l2, kb, ws, blocks, values, nullptr, s);
 }
 
 /// Device scratch of random_k_select for tensors of up to `n` elements keeping up to `k`.
@@ -748,7 +888,8 @@ class random_k_workspace {
         first_(slots_),
         repeat_(std::max<std::size_t>(k_, 1)),
         bitmap_(std::max<std::size_t>((n + 31) / 32, 1)),
-        offsets_(bitmap_.size()) {
+        offsets_(bitmap_.size()),
+        bad_(1) {
     require(n < 0xffffffffu, errc::invalid_argument,
             "cuda::random_k_workspace: {} elements; indices are 32-bit, split the tensor below 2^32 - 1", n);
     std::size_t bytes = 0;
@@ -763,30 +904,44 @@ class random_k_workspace {
  private:
   friend device_status random_k_select(std::span<float const>, std::span<float>, std::size_t, stream_key const&,
                                        random_k_element, random_k_workspace&, std::span<std::uint32_t>,
-                                       std::span<float>, cudaStream_t) noexcept;
+                                       std::span<float>, unsigned long long*, cudaStream_t) noexcept;
   std::size_t n_, k_, slots_;
   device_buffer<std::uint32_t> targets_;
   device_buffer<unsigned> keys_, first_;
   device_buffer<std::uint8_t> repeat_;
   device_buffer<unsigned> bitmap_, offsets_;
   device_buffer<std::byte> temp_;
+  device_buffer<unsigned long long> bad_;  // non-finite compensated values of the call
 };
 
 /// Queues random_k's selection on `s`: the k indices every rank draws from `key` (pass
 /// ctx.key().shared(), as sluice::random_k does) into `indices` (increasing) and the values there,
 /// as `f` sends them (random_k_element::of(n, k, rescale)), into `values`. With a non-empty `g`,
 /// error feedback is fused: x holds e on entry, c = g + e is sampled, and x holds the residual
-/// (c where not sent, c - sent where sent) on exit. write_random_k_frame builds the frame from the
-/// copied-back values.
+/// (c where not sent, c - sent where sent; when any c was NaN or Inf, every non-finite residual
+/// becomes +0, as sluice::residual clears them) on exit, and a non-null `non_finite` (device
+/// memory) receives the number of NaN or Inf values of c added. write_random_k_frame builds the
+/// frame from the copied-back values.
 inline device_status random_k_select(std::span<float const> g, std::span<float> x, std::size_t k, stream_key const& key,
                                      random_k_element f, random_k_workspace& ws, std::span<std::uint32_t> indices,
-                                     std::span<float> values, cudaStream_t s) noexcept {
+                                     std::span<float> values, unsigned long long* non_finite, cudaStream_t s) noexcept {
   std::size_t const n = x.size();
   if (n > ws.n_ || k > ws.k_ || k > n || indices.size() < k || values.size() < k || (!g.empty() && g.size() != n))
     return device_status::size_mismatch;
   if (n == 0) return device_status::ok;
-  if (!g.empty()) kernel::compensate<<<kernel::grid_for(n, 4), kernel::threads, 0, s>>>(g.data(), x.data(), n);
-  if (k == 0) return status_of(cudaGetLastError());
+  auto const clear = [&] {
+    if (!g.empty())
+      kernel::clear_non_finite<<<kernel::grid_for(n, 4), kernel::threads, 0, s>>>(x.data(), n, ws.bad_.data(),
+                                                                                  non_finite);
+    return status_of(cudaGetLastError());
+  };
+  if (!g.empty()) {
+    if (auto const r = status_of(cudaMemsetAsync(ws.bad_.data(), 0, sizeof(unsigned long long), s));
+        r != device_status::ok)
+      return r;
+    kernel::compensate<<<kernel::grid_for(n, 4), kernel::threads, 0, s>>>(g.data(), x.data(), n, ws.bad_.data());
+  }
+  if (k == 0) return clear();
   std::size_t const words = (n + 31) / 32, slots = std::bit_ceil(2 * k + 2), mask = slots - 1;
   for (auto const r : {status_of(cudaMemsetAsync(ws.keys_.data(), 0, 4 * slots, s)),
                        status_of(cudaMemsetAsync(ws.first_.data(), 0xff, 4 * slots, s)),
@@ -808,7 +963,14 @@ inline device_status random_k_select(std::span<float const> g, std::span<float> 
   kernel::random_k_compact<<<kernel::grid_for(words), kernel::threads, 0, s>>>(ws.bitmap_.data(), ws.offsets_.data(),
                                                                                words, indices.data());
   kernel::random_k_gather<<<grid, kernel::threads, 0, s>>>(x.data(), indices.data(), values.data(), k, f, !g.empty());
-  return status_of(cudaGetLastError());
+  return clear();
+}
+
+/// random_k_select without counting the non-finite values.
+inline device_status random_k_select(std::span<float const> g, std::span<float> x, std::size_t k, stream_key const& key,
+                                     random_k_element f, random_k_workspace& ws, std::span<std::uint32_t> indices,
+                                     std::span<float> values, cudaStream_t s) noexcept {
+  return random_k_select(g, x, k, key, f, ws, indices, values, nullptr, s);
 }
 
 /// Queues dense[indices[j]] += values[j] on `s`; indices distinct and below dense.size() (as in
@@ -902,7 +1064,7 @@ inline device_status adam_sparse_step(std::span<float> p, std::span<std::uint32_
   if (values.empty()) return device_status::ok;
   kernel::adam_step_at<<<kernel::grid_for(values.size()), kernel::threads, 0, s>>>(
       p.data(), values.data(), values.size(), sparse_target{indices.data(), block, n}, mp, f,
-      shadow.empty() ? nullptr : shadow.data());
+      shadow.empty() ? nullptr : shadow.data(), nullptr, adam_catch_up{});
   return status_of(cudaGetLastError());
 }
 
@@ -917,7 +1079,8 @@ inline device_status adam_step(std::span<float> p, std::span<float const> g, dev
     return device_status::size_mismatch;
   if (n == 0) return device_status::ok;
   kernel::adam_step_at<<<kernel::grid_for(n), kernel::threads, 0, s>>>(
-      p.data(), g.data(), n, sparse_target{nullptr, 1, n}, mp, f, shadow.empty() ? nullptr : shadow.data());
+      p.data(), g.data(), n, sparse_target{nullptr, 1, n}, mp, f, shadow.empty() ? nullptr : shadow.data(), nullptr,
+      adam_catch_up{});
   return status_of(cudaGetLastError());
 }
 
@@ -934,7 +1097,7 @@ inline device_status sgd_sparse_step(std::span<float> p, std::span<std::uint32_t
   if (values.empty()) return device_status::ok;
   kernel::sgd_step_at<<<kernel::grid_for(values.size()), kernel::threads, 0, s>>>(
       p.data(), values.data(), values.size(), sparse_target{indices.data(), block, n}, mp, f,
-      shadow.empty() ? nullptr : shadow.data());
+      shadow.empty() ? nullptr : shadow.data(), nullptr, sgd_catch_up{});
   return status_of(cudaGetLastError());
 }
 
@@ -948,7 +1111,83 @@ inline device_status sgd_step(std::span<float> p, std::span<float const> g, devi
     return device_status::size_mismatch;
   if (n == 0) return device_status::ok;
   kernel::sgd_step_at<<<kernel::grid_for(n), kernel::threads, 0, s>>>(
-      p.data(), g.data(), n, sparse_target{nullptr, 1, n}, mp, f, shadow.empty() ? nullptr : shadow.data());
+      p.data(), g.data(), n, sparse_target{nullptr, 1, n}, mp, f, shadow.empty() ? nullptr : shadow.data(), nullptr,
+      sgd_catch_up{});
+  return status_of(cudaGetLastError());
+}
+
+/// Queues one sparse Adam / AdamW step with sparse_mode::catch_up on `s` (see adam_sparse_step):
+/// at every element of the sparse gradient the steps skipped since its per-entry counter
+/// (`last`: n device entries, the CPU state's last_step) are replayed first (`cu`, from
+/// adam_catch_up::from(policy.kernel(t))), then the step runs and the counter becomes t. Empty
+/// `indices` and `block` 1 with `values` of n entries: a dense step on a catch_up state.
+inline device_status adam_sparse_step(std::span<float> p, std::span<std::uint32_t const> indices,
+                                      std::span<float const> values, std::size_t block, device_moments const& mom,
+                                      adam_element const& f, std::span<std::uint32_t> last, adam_catch_up const& cu,
+                                      std::span<std::uint16_t> shadow, cudaStream_t s) noexcept {
+  std::size_t const n = p.size();
+  kernel::moment_ptrs mp;
+  bool const dense = indices.empty() && block == 1 && values.size() == n;
+  if ((!dense && !kernel::sparse_shape(n, indices, values, block)) || !kernel::pack(mom, 2, n, mp) ||
+      last.size() != n || cu.t == 0 || (!shadow.empty() && shadow.size() != n))
+    return device_status::size_mismatch;
+  if (values.empty()) return device_status::ok;
+  kernel::adam_step_at<<<kernel::grid_for(values.size()), kernel::threads, 0, s>>>(
+      p.data(), values.data(), values.size(), sparse_target{dense ? nullptr : indices.data(), block, n}, mp, f,
+      shadow.empty() ? nullptr : shadow.data(), last.data(), cu);
+  return status_of(cudaGetLastError());
+}
+
+/// Queues Adam's flush of a catch_up state on `s` (sluice::adam::flush): every element is brought
+/// up to step cu.t (the state's current step; cu = adam_catch_up::from(policy.kernel(t))), its
+/// counter set to t, its moments stored again (bf16 moments with the rounding of step t) and the
+/// shadow rewritten; no new step.
+inline device_status adam_flush(std::span<float> p, device_moments const& mom, std::span<std::uint32_t> last,
+                                adam_catch_up const& cu, std::span<std::uint16_t> shadow, cudaStream_t s) noexcept {
+  std::size_t const n = p.size();
+  kernel::moment_ptrs mp;
+  if (!kernel::pack(mom, 2, n, mp) || last.size() != n || cu.t == 0 || (!shadow.empty() && shadow.size() != n))
+    return device_status::size_mismatch;
+  if (n == 0) return device_status::ok;
+  kernel::adam_step_at<<<kernel::grid_for(n), kernel::threads, 0, s>>>(
+      p.data(), nullptr, n, sparse_target{nullptr, 1, n}, mp, adam_element{}, shadow.empty() ? nullptr : shadow.data(),
+      last.data(), cu);
+  return status_of(cudaGetLastError());
+}
+
+/// Queues one sparse SGD step with sparse_mode::catch_up on `s` (see adam_sparse_step with
+/// catch-up; the replay is exact, cu = sgd_catch_up::from(policy.kernel(t))).
+inline device_status sgd_sparse_step(std::span<float> p, std::span<std::uint32_t const> indices,
+                                     std::span<float const> values, std::size_t block, device_moments const& mom,
+                                     sgd_element const& f, std::span<std::uint32_t> last, sgd_catch_up const& cu,
+                                     std::span<std::uint16_t> shadow, cudaStream_t s) noexcept {
+  std::size_t const n = p.size();
+  kernel::moment_ptrs mp;
+  bool const dense = indices.empty() && block == 1 && values.size() == n;
+  if ((!dense && !kernel::sparse_shape(n, indices, values, block)) || !kernel::pack(mom, f.momentum ? 1 : 0, n, mp) ||
+      last.size() != n || cu.t == 0 || (!shadow.empty() && shadow.size() != n))
+    return device_status::size_mismatch;
+  if (values.empty()) return device_status::ok;
+  kernel::sgd_step_at<<<kernel::grid_for(values.size()), kernel::threads, 0, s>>>(
+      p.data(), values.data(), values.size(), sparse_target{dense ? nullptr : indices.data(), block, n}, mp, f,
+      shadow.empty() ? nullptr : shadow.data(), last.data(), cu);
+  return status_of(cudaGetLastError());
+}
+
+/// Queues SGD's flush of a catch_up state on `s` (see adam_flush).
+inline device_status sgd_flush(std::span<float> p, device_moments const& mom, std::span<std::uint32_t> last,
+                               sgd_catch_up const& cu, std::span<std::uint16_t> shadow, cudaStream_t s) noexcept {
+  std::size_t const n = p.size();
+  kernel::moment_ptrs mp;
+  if (!kernel::pack(mom, cu.momentum ? 1 : 0, n, mp) || last.size() != n || cu.t == 0 ||
+      (!shadow.empty() && shadow.size() != n))
+    return device_status::size_mismatch;
+  if (n == 0) return device_status::ok;
+  sgd_element f{};
+  f.momentum = cu.momentum;
+  kernel::sgd_step_at<<<kernel::grid_for(n), kernel::threads, 0, s>>>(
+      p.data(), nullptr, n, sparse_target{nullptr, 1, n}, mp, f, shadow.empty() ? nullptr : shadow.data(), last.data(),
+      cu);
   return status_of(cudaGetLastError());
 }
 

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -80,6 +81,52 @@ inline void nccl_check(ncclResult_t r, char const* call, int rank, ncclComm_t co
 }
 
 }  // namespace detail
+
+/// The frame lengths of a fixed-size collective of compressed frames (nccl_transport::
+/// allgather_frames), agreed over `host` before anything is queued on the GPU: every rank sends
+/// every other one its slot size (the codec's max_encoded_bytes, the same on every rank), its
+/// frame's length and whether its own buffers are usable (`ok`), and every rank checks all of
+/// them, so a mismatch throws on every rank instead of hanging one in NCCL: errc::size_mismatch
+/// when slots differ, errc::invalid_argument when a length exceeds the slot or a rank's buffers
+/// are not usable (naming the first such rank). Returns the length of every rank, in rank order.
+/// Calls must come in the same order on every rank (as every collective).
+template <Transport Host>
+std::vector<std::size_t> agree_on_frames(Host& host, std::size_t slot, std::size_t length, bool ok, deadline d) {
+  int const r = host.rank(), world = host.size();
+  std::uint64_t const mine[3] = {slot, length, ok ? 1u : 0u};
+  std::vector<typename Host::request> sends;
+  for (int p = 0; p < world; ++p)
+    if (p != r) sends.push_back(host.send(p, nccl_control_tag, std::as_bytes(std::span(mine))));
+  std::vector<std::uint64_t> all(3 * static_cast<std::size_t>(world));
+  std::memcpy(all.data() + 3 * static_cast<std::size_t>(r), mine, sizeof mine);
+  std::vector<std::byte> buf;
+  for (int p = 0; p < world; ++p) {
+    if (p == r) continue;
+    auto const msg = host.recv(p, nccl_control_tag, buf, d);
+    require(msg.size() == sizeof mine, errc::malformed_message,
+            "nccl_transport: rank {}: frame sizes of {} bytes from rank {}", r, msg.size(), p);
+    std::memcpy(all.data() + 3 * static_cast<std::size_t>(p), msg.data(), sizeof mine);
+  }
+  for (auto& s : sends) s.wait(d);
+  std::vector<std::size_t> lengths(static_cast<std::size_t>(world));
+  for (int p = 0; p < world; ++p) {
+    std::uint64_t const* const e = all.data() + 3 * static_cast<std::size_t>(p);
+    require(e[0] == slot, errc::size_mismatch,
+            "nccl_transport: rank {}: frames in slots of {} bytes, rank {} has slots of {} (use the same codec and "
+            "tensor size on every rank)",
+            r, slot, p, e[0]);
+    require(e[1] <= e[0], errc::invalid_argument,
+            "nccl_transport: rank {}: rank {} has a frame of {} bytes for slots of {} (size the slot by the codec's "
+            "max_encoded_bytes)",
+            r, p, e[1], e[0]);
+    require(e[2] == 1, errc::invalid_argument,
+            "nccl_transport: rank {}: rank {} cannot take part: its frame buffers are not device memory of the right "
+            "size",
+            r, p);
+    lengths[static_cast<std::size_t>(p)] = static_cast<std::size_t>(e[1]);
+  }
+  return lengths;
+}
 
 /// A Transport whose messages travel over `Host` (mpi_transport, zmq_transport, local_transport)
 /// and whose dense fp32 sum runs on NCCL (ncclAllReduce) on this rank's GPU: pass
@@ -223,6 +270,37 @@ class nccl_transport {
           "cudaMemcpyAsync(device to host)", r);
       detail::cuda_check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize", r);
     }
+  }
+
+  /// The in-order device collective of fixed-size compressed frames (the CGX path): `frame` is
+  /// this rank's frame in device memory, padded to a slot of frame.size() bytes (the codec's
+  /// max_encoded_bytes, the same on every rank), of which the first `length` bytes are the frame;
+  /// `out` (device memory, size() * frame.size() bytes) receives every rank's slot in rank order
+  /// (ncclAllGather), and the call returns every rank's length, agreed over the host transport
+  /// first (agree_on_frames: a mismatch throws on every rank). Waits for the gather under `d`
+  /// (errc::timeout, errc::peer_lost as native_allreduce_sum). Decoding the slots in rank order
+  /// gives every rank the same bits.
+  std::vector<std::size_t> allgather_frames(std::span<std::byte const> frame, std::size_t length,
+                                            std::span<std::byte> out, deadline d) {
+    std::lock_guard lock(m_);
+    int const r = rank();
+    require(!broken_, errc::peer_lost, "nccl_transport: rank {}: the communicator was aborted after a failure", r);
+    std::size_t const slot = frame.size();
+    bool ok = out.size() == slot * static_cast<std::size_t>(size());
+    if (ok && slot != 0) {
+      detail::cuda_check(cudaSetDevice(device_), "cudaSetDevice", r);
+      for (void const* p : {static_cast<void const*>(frame.data()), static_cast<void const*>(out.data())}) {
+        cudaPointerAttributes attr{};
+        detail::cuda_check(cudaPointerGetAttributes(&attr, p), "cudaPointerGetAttributes", r);
+        ok = ok && (attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged);
+      }
+    }
+    auto lengths = agree_on_frames(*host_, slot, length, ok, d);
+    if (slot == 0) return lengths;
+    detail::nccl_check(ncclAllGather(frame.data(), out.data(), slot, ncclUint8, comm_, stream_), "ncclAllGather", r,
+                       comm_);
+    wait_comm(d, "ncclAllGather");
+    return lengths;
   }
 
  private:
