@@ -1,6 +1,6 @@
 // The lane types the SIMD kernel bodies are written over: vf32<L> holds width floats at level L
 // (baseline: SSE2, 4, or one scalar off x86; avx2: 8; avx512: 16) and vi32<L> as many int32
-// (levels and keys), each compiled for its level's
+// (levels, keys, Philox words, bf16 rounding bits, top-k entries), each compiled for its level's
 // instruction set, so that a body stamped at L (core/detail/simd_stamp.hpp) can inline them.
 // Products round on their own (an empty asm keeps them out of FMA; see core/simd.hpp).
 #pragma once
