@@ -419,7 +419,7 @@ TEST_CASE("the fused bf16 loop draws the same Philox bits as the stream through 
 
 namespace {
 
-/// bf16-moment Adam, L2 Adam and AdamW through the public steps, hashed (FNV-1a over parameter and
+/// bf16-moment Adam and L2 Adam through the public steps, hashed (FNV-1a over parameter and
 /// moment bits): dense steps (the fused loop from aligned starts, with a NaN and an infinite
 /// gradient), sparse blocks of 300 (the fused loop from unaligned starts, partial last block) and
 /// of 16 (the tile path). Inputs from splitmix64, so the digest does not depend on <random>.
@@ -460,7 +460,6 @@ std::uint64_t bf16_steps_digest() {
   };
   run(adam{.lr = 1e-2, .state_type = element_type::bf16, .seed = 5});
   run(adam{.lr = 1e-2, .weight_decay = 1e-2, .state_type = element_type::bf16, .seed = 6});
-  run(adamw{.lr = 1e-2, .weight_decay = 1e-2, .state_type = element_type::bf16, .seed = 7});
   return digest;
 }
 
@@ -468,6 +467,6 @@ std::uint64_t bf16_steps_digest() {
 
 // The digest was taken with SLUICE_SIMD=baseline before the bf16 loops became one body over lanes;
 // ctest runs this binary on the baseline, AVX2 and default (AVX-512 where the CPU has it) bodies.
-TEST_CASE("bf16-moment adam and adamw steps, dense and sparse, are the same bits on every SIMD level") {
-  CHECK(bf16_steps_digest() == 0xb04b6315a6e29f72u);
+TEST_CASE("bf16-moment adam steps, dense and sparse, are the same bits on every SIMD level") {
+  CHECK(bf16_steps_digest() == 0xf94dfdd7bf93a2cdu);
 }
