@@ -363,9 +363,14 @@ struct vf32<simd::avx2> {
   friend SLUICE_SIMD_INLINE bool all_zero(vf32 a) noexcept {
     return _mm256_movemask_ps(_mm256_cmp_ps(a.v, _mm256_setzero_ps(), _CMP_EQ_OQ)) == 0xff;
   }
+  /// The 8 halfwords broadcast to both 128-bit lanes (a load, no shuffle), then an in-lane byte
+  /// shuffle: lane 0 widens halfwords 0-3, lane 1 halfwords 4-7.
   static SLUICE_SIMD_INLINE vf32 load_bf16(std::uint16_t const* p) noexcept {
-    __m256i const h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<__m128i const*>(p)));
-    return {_mm256_castsi256_ps(_mm256_slli_epi32(h, 16))};
+    char const z = static_cast<char>(0x80);
+    __m256i const widen = _mm256_setr_epi8(z, z, 0, 1, z, z, 2, 3, z, z, 4, 5, z, z, 6, 7, z, z, 8, 9, z, z, 10, 11, z,
+                                           z, 12, 13, z, z, 14, 15);
+    __m256i const h = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<__m128i const*>(p)));
+    return {_mm256_castsi256_ps(_mm256_shuffle_epi8(h, widen))};
   }
   friend SLUICE_SIMD_INLINE bool any_nan(vf32 a) noexcept {
     return _mm256_movemask_ps(_mm256_cmp_ps(a.v, a.v, _CMP_UNORD_Q)) != 0;
