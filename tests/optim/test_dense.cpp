@@ -6,7 +6,9 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <span>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include <sluice/optim/all.hpp>
@@ -255,11 +257,21 @@ TEST_CASE("distinct tensors step concurrently from different threads") {
   }
 }
 
+/// f(level_t<L>{}) for every level L this CPU runs, capped by SLUICE_SIMD.
+template <class F>
+void for_each_level(F&& f) {
+  f(sluice::simd_detail::level_t<sluice::simd::baseline>{});
 #if SLUICE_HAVE_AVX2_TARGET
+  if (sluice::simd_level() >= sluice::simd::avx2) f(sluice::simd_detail::level_t<sluice::simd::avx2>{});
+#endif
+#if SLUICE_HAVE_AVX512_TARGET
+  if (sluice::simd_level() >= sluice::simd::avx512) f(sluice::simd_detail::level_t<sluice::simd::avx512>{});
+#endif
+}
+
 TEST_CASE("the Adam lanes of every level equal the baseline's bit for bit, and the bf16 loop too") {
-  if (!sluice::use_avx2()) return;
   using detail::optim::adam_kernel;
-  std::size_t const n = 1003;  // not a multiple of 4, 8 or 16: covers the partial tails
+  std::size_t const n = 1003;  // not a multiple of 4, 8, 16 or 32: covers the partial tails
   // Edge values among the random ones: zero and huge gradients, zero moments, NaN, infinity.
   auto edge = [](std::vector<float> v) {
     v[0] = 0.0f, v[1] = -0.0f, v[2] = 3e38f, v[3] = std::numeric_limits<float>::infinity();
@@ -270,32 +282,13 @@ TEST_CASE("the Adam lanes of every level equal the baseline's bit for bit, and t
     CAPTURE(variant);
     adam_kernel const k(1e-2, 0.9, 0.999, 1e-8, variant == 0 ? 0.0 : 1e-2, variant == 2, 7);
     auto const g = edge(random_floats(n, 40));
-    auto p1 = random_floats(n, 41), m1 = random_floats(n, 42, 1e-2f), v1 = random_floats(n, 43, 1e-4f);
-    for (auto& x : v1) x = std::abs(x);
-    v1[6] = 0.0f;
-    auto p2 = p1, m2 = m1, v2 = v1;
+    auto const p0 = random_floats(n, 41), m0 = random_floats(n, 42, 1e-2f);
+    auto v0 = random_floats(n, 43, 1e-4f);
+    for (auto& x : v0) x = std::abs(x);
+    v0[6] = 0.0f;
+    auto p1 = p0, m1 = m0, v1 = v0;
     k.core_at<sluice::simd::baseline>(p1.data(), g.data(), m1.data(), v1.data(), n);
-    k.core_at<sluice::simd::avx2>(p2.data(), g.data(), m2.data(), v2.data(), n);
-    for (std::size_t i = 0; i < n; ++i) {
-      REQUIRE(std::bit_cast<std::uint32_t>(p1[i]) == std::bit_cast<std::uint32_t>(p2[i]));
-      REQUIRE(std::bit_cast<std::uint32_t>(m1[i]) == std::bit_cast<std::uint32_t>(m2[i]));
-      REQUIRE(std::bit_cast<std::uint32_t>(v1[i]) == std::bit_cast<std::uint32_t>(v2[i]));
-    }
-#if SLUICE_HAVE_AVX512_TARGET
-    if (sluice::use_avx512()) {
-      // Sixteen lanes and a masked tail (1003 = 62 * 16 + 11), from the same inputs.
-      auto p3 = random_floats(n, 41), m3 = random_floats(n, 42, 1e-2f), v3 = random_floats(n, 43, 1e-4f);
-      for (auto& x : v3) x = std::abs(x);
-      v3[6] = 0.0f;
-      k.core_at<sluice::simd::avx512>(p3.data(), g.data(), m3.data(), v3.data(), n);
-      for (std::size_t i = 0; i < n; ++i) {
-        REQUIRE(std::bit_cast<std::uint32_t>(p1[i]) == std::bit_cast<std::uint32_t>(p3[i]));
-        REQUIRE(std::bit_cast<std::uint32_t>(m1[i]) == std::bit_cast<std::uint32_t>(m3[i]));
-        REQUIRE(std::bit_cast<std::uint32_t>(v1[i]) == std::bit_cast<std::uint32_t>(v3[i]));
-      }
-    }
-#endif
-    // bf16 moments: widen, portable passes, stochastic rounding with byte 0 / byte 1 of rnd.
+    // bf16 moments: widen, the baseline's fp32 step, stochastic rounding with byte 0 / byte 1 of rnd.
     std::vector<std::uint16_t> mb(n), vb(n), rnd(n);
     std::mt19937 rng(44);
     for (std::size_t i = 0; i < n; ++i) {
@@ -304,21 +297,35 @@ TEST_CASE("the Adam lanes of every level equal the baseline's bit for bit, and t
       rnd[i] = static_cast<std::uint16_t>(rng());
     }
     mb[7] = 0x7f80, vb[8] = 0xffc1;  // infinity and a negative NaN among the moments
-    auto q1 = random_floats(n, 45), q2 = q1;
-    auto mb2 = mb, vb2 = vb;
+    auto const q0 = random_floats(n, 45);
+    auto q1 = q0;
+    auto mb1 = mb, vb1 = vb;
     std::vector<float> mf(n), vf(n);
     for (std::size_t i = 0; i < n; ++i) mf[i] = detail::bf16_to_float(mb[i]), vf[i] = detail::bf16_to_float(vb[i]);
     k.core_at<sluice::simd::baseline>(q1.data(), g.data(), mf.data(), vf.data(), n);
     for (std::size_t i = 0; i < n; ++i) {
-      mb[i] = detail::bf16_stochastic(mf[i], (std::uint32_t{rnd[i]} << 24) & 0xff000000u);
-      vb[i] = detail::bf16_stochastic(vf[i], (std::uint32_t{rnd[i]} << 16) & 0xff000000u);
+      mb1[i] = detail::bf16_stochastic(mf[i], (std::uint32_t{rnd[i]} << 24) & 0xff000000u);
+      vb1[i] = detail::bf16_stochastic(vf[i], (std::uint32_t{rnd[i]} << 16) & 0xff000000u);
     }
-    k.core_bf16_avx2(q2.data(), g.data(), mb2.data(), vb2.data(), rnd.data(), n);
-    for (std::size_t i = 0; i < n; ++i) {
-      REQUIRE(std::bit_cast<std::uint32_t>(q1[i]) == std::bit_cast<std::uint32_t>(q2[i]));
-      REQUIRE(mb[i] == mb2[i]);
-      REQUIRE(vb[i] == vb2[i]);
-    }
+    for_each_level([&](auto level) {
+      constexpr sluice::simd L = decltype(level)::value;
+      CAPTURE(static_cast<int>(L));
+      auto p2 = p0, m2 = m0, v2 = v0;
+      k.core_at<L>(p2.data(), g.data(), m2.data(), v2.data(), n);
+      for (std::size_t i = 0; i < n; ++i) {
+        REQUIRE(std::bit_cast<std::uint32_t>(p1[i]) == std::bit_cast<std::uint32_t>(p2[i]));
+        REQUIRE(std::bit_cast<std::uint32_t>(m1[i]) == std::bit_cast<std::uint32_t>(m2[i]));
+        REQUIRE(std::bit_cast<std::uint32_t>(v1[i]) == std::bit_cast<std::uint32_t>(v2[i]));
+      }
+      auto q2 = q0;
+      auto mb2 = mb, vb2 = vb;
+      k.core_bf16_at<L>(q2.data(), g.data(), mb2.data(), vb2.data(), rnd.data(), n);
+      for (std::size_t i = 0; i < n; ++i) {
+        REQUIRE(std::bit_cast<std::uint32_t>(q1[i]) == std::bit_cast<std::uint32_t>(q2[i]));
+        REQUIRE(mb1[i] == mb2[i]);
+        REQUIRE(vb1[i] == vb2[i]);
+      }
+    });
   }
 }
 
@@ -353,19 +360,14 @@ TEST_CASE("the SGD lanes of every level (per tile and over a range) equal the ba
             }
           };
           for (bool range : {false, true}) {
-            check(sluice::simd_detail::level_t<simd::baseline>{}, range);
-            if (sluice::simd_level() >= simd::avx2) check(sluice::simd_detail::level_t<simd::avx2>{}, range);
-#if SLUICE_HAVE_AVX512_TARGET
-            if (sluice::simd_level() >= simd::avx512) check(sluice::simd_detail::level_t<simd::avx512>{}, range);
-#endif
+            for_each_level([&](auto level) { check(level, range); });
           }
         }
 }
 
-// With AVX-512 core_bf16_stream runs its AVX-512 body (128 elements per iteration, the rest in
-// the AVX2 body), so this compares it with the AVX2 words-through-memory loop.
-TEST_CASE("the fused bf16 loop draws the same Philox bits as the stream through memory") {
-  if (!sluice::use_avx2()) return;
+// Every level's fused loop (Philox in registers from aligned starts, the words through memory
+// for the rest) against the baseline's loop over the stream's words through memory.
+TEST_CASE("the fused bf16 loop draws the same Philox bits as the stream through memory, on every level") {
   using detail::optim::adam_kernel;
   stream_key const key{.seed = 0xfeed'beef'1234'5678ull, .rank = stream_key::shared_rank, .step = 9, .tensor = 3};
   auto const lanes = detail::philox_lanes::from(key);
@@ -375,36 +377,96 @@ TEST_CASE("the fused bf16 loop draws the same Philox bits as the stream through 
   g[600] = -std::numeric_limits<float>::infinity();  // infinite ones, and a false alarm with m + v
   for (int variant = 0; variant < 3; ++variant) {
     adam_kernel const k(1e-2, 0.9, 0.999, 1e-8, variant == 0 ? 0.0 : 1e-2, variant == 2, 4);
-    // Aligned and unaligned first elements, lengths below, at and above one and two 64-element groups.
+    // Aligned and unaligned first elements, lengths below, at and above one and two groups of
+    // every level (32, 64 and 128 elements).
     for (std::uint64_t first : {std::uint64_t{0}, std::uint64_t{8}, std::uint64_t{3}, std::uint64_t{8000}})
-      for (std::size_t n :
-           {std::size_t{1}, std::size_t{17}, std::size_t{64}, std::size_t{127}, std::size_t{128}, std::size_t{200},
-            std::size_t{256}, std::size_t{511}, std::size_t{512}, std::size_t{1500}}) {
+      for (std::size_t n : {std::size_t{1}, std::size_t{17}, std::size_t{40}, std::size_t{64}, std::size_t{100},
+                            std::size_t{127}, std::size_t{128}, std::size_t{200}, std::size_t{256}, std::size_t{511},
+                            std::size_t{512}, std::size_t{1500}}) {
         CAPTURE(variant);
         CAPTURE(first);
         CAPTURE(n);
-        auto p1 = random_floats(n, 51), p2 = p1;
-        std::vector<std::uint16_t> mb1(n), vb1(n);
+        auto const p0 = random_floats(n, 51);
+        std::vector<std::uint16_t> mb0(n), vb0(n);
         auto const m0 = random_floats(n, 52, 1e-2f), v0 = random_floats(n, 53, 1e-4f);
         for (std::size_t i = 0; i < n; ++i) {
-          mb1[i] = detail::bf16_nearest(m0[i]);
-          vb1[i] = detail::bf16_nearest(std::abs(v0[i]));
+          mb0[i] = detail::bf16_nearest(m0[i]);
+          vb0[i] = detail::bf16_nearest(std::abs(v0[i]));
         }
-        if (n > 10) mb1[9] = 0xff80, vb1[9] = 0x7f80;  // -inf + inf: NaN update
-        auto mb2 = mb1, vb2 = vb1;
-        // Reference: the stream's words through memory, then the 16-element loop.
+        if (n > 10) mb0[9] = 0xff80, vb0[9] = 0x7f80;  // -inf + inf: NaN update
+        // Reference: the stream's words through memory, then the baseline's loop.
+        auto p1 = p0;
+        auto mb1 = mb0, vb1 = vb0;
         std::uint64_t const lo = first >> 3, hi = (first + n - 1) >> 3;
         std::vector<std::uint32_t> words(4 * static_cast<std::size_t>(hi - lo + 1));
         lanes.words(lo, static_cast<std::size_t>(hi - lo + 1), words.data());
-        k.core_bf16_avx2(p1.data(), g.data(), mb1.data(), vb1.data(),
-                         reinterpret_cast<std::uint16_t const*>(words.data()) + (first & 7), n);
-        k.core_bf16_stream(p2.data(), g.data(), mb2.data(), vb2.data(), lanes, first, n);
-        for (std::size_t i = 0; i < n; ++i) {
-          REQUIRE(std::bit_cast<std::uint32_t>(p1[i]) == std::bit_cast<std::uint32_t>(p2[i]));
-          REQUIRE(mb1[i] == mb2[i]);
-          REQUIRE(vb1[i] == vb2[i]);
-        }
+        k.core_bf16_at<sluice::simd::baseline>(p1.data(), g.data(), mb1.data(), vb1.data(),
+                                               reinterpret_cast<std::uint16_t const*>(words.data()) + (first & 7), n);
+        for_each_level([&](auto level) {
+          CAPTURE(static_cast<int>(decltype(level)::value));
+          auto p2 = p0;
+          auto mb2 = mb0, vb2 = vb0;
+          k.core_bf16_stream_at<decltype(level)::value>(p2.data(), g.data(), mb2.data(), vb2.data(), lanes, first, n);
+          for (std::size_t i = 0; i < n; ++i) {
+            REQUIRE(std::bit_cast<std::uint32_t>(p1[i]) == std::bit_cast<std::uint32_t>(p2[i]));
+            REQUIRE(mb1[i] == mb2[i]);
+            REQUIRE(vb1[i] == vb2[i]);
+          }
+        });
       }
   }
 }
-#endif
+
+namespace {
+
+/// bf16-moment Adam and L2 Adam through the public steps, hashed (FNV-1a over parameter and
+/// moment bits): dense steps (the fused loop from aligned starts, with a NaN and an infinite
+/// gradient), sparse blocks of 300 (the fused loop from unaligned starts, partial last block) and
+/// of 16 (the tile path). Inputs from splitmix64, so the digest does not depend on <random>.
+std::uint64_t bf16_steps_digest() {
+  std::uint64_t digest = 0xcbf29ce484222325u, state = 11;
+  auto next = [&state] {
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15u);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+    return z ^ (z >> 31);
+  };
+  auto uniform = [&] { return static_cast<float>(next() >> 40) / 16777216.0f - 0.5f; };
+  auto mix = [&](float x) {
+    auto const b = std::bit_cast<std::uint32_t>(x);
+    for (int s = 0; s < 32; s += 8) digest = (digest ^ ((b >> s) & 0xffu)) * 0x100000001b3u;
+  };
+  std::size_t const n = 5003;
+  auto run = [&](auto const& o) {
+    using O = std::decay_t<decltype(o)>;
+    std::vector<float> p(n), g(n);
+    for (auto& x : p) x = uniform();
+    optimizer_state<O> s(o, n, 3);
+    for (int t = 0; t < 3; ++t) {
+      for (auto& x : g) x = uniform();
+      if (t == 1) g[70] = std::numeric_limits<float>::quiet_NaN(), g[600] = -std::numeric_limits<float>::infinity();
+      o.step(s, std::span<float>(p), std::span<float const>(g));
+    }
+    for (std::size_t b : {std::size_t{300}, std::size_t{16}})
+      for (int t = 0; t < 2; ++t) {
+        std::vector<std::uint32_t> idx;
+        for (std::size_t j = 0; j < (n + b - 1) / b; ++j)
+          if ((next() & 3) != 0) idx.push_back(static_cast<std::uint32_t>(j));
+        std::vector<float> vals(idx.size() * b);
+        for (auto& x : vals) x = uniform();
+        o.step(s, std::span<float>(p), sparse_view<float const>{idx, vals, n, b});
+      }
+    for (std::size_t i = 0; i < n; ++i) mix(p[i]), mix(s.moment(0, i)), mix(s.moment(1, i));
+  };
+  run(adam{.lr = 1e-2, .state_type = element_type::bf16, .seed = 5});
+  run(adam{.lr = 1e-2, .weight_decay = 1e-2, .state_type = element_type::bf16, .seed = 6});
+  return digest;
+}
+
+}  // namespace
+
+// The digest was taken with SLUICE_SIMD=baseline before the bf16 loops became one body over lanes;
+// ctest runs this binary on the baseline, AVX2 and default (AVX-512 where the CPU has it) bodies.
+TEST_CASE("bf16-moment adam steps, dense and sparse, are the same bits on every SIMD level") {
+  CHECK(bf16_steps_digest() == 0xf94dfdd7bf93a2cdu);
+}

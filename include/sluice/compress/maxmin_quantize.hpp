@@ -94,17 +94,8 @@ struct maxmin_quantize {
     std::byte* const ranges = w.next().data();
     std::byte* const packed = ranges + 8 * nb;  // 8 * nb is already a multiple of 8: no padding
     random_stream const stream(ctx.key());
-    bool const aligned = bucket % 8 == 0;
-    std::size_t const groups = (nb + 7) / 8;  // 8 buckets always end on a byte boundary
-    // Checksum blocks within a thread's level bytes are hashed as they are written, in cache.
-    std::size_t const at = 16 + 8 * nb;  // payload offset of the level section
     wire::block_digests digests(max_encoded_bytes<T>(n) - wire::header_bytes);
-    parallel_chunks(groups, 4, [&](std::size_t gb, std::size_t ge, int) {
-      std::size_t const b0 = gb * 8, b1 = std::min(nb, ge * 8);
-      std::size_t const from = b0 * bucket * bits / 8;
-      std::size_t const to = compress_detail::packed_bytes(std::min(n, b1 * bucket), bits);
-      if (!aligned) std::memset(packed + from, 0, to - from);
-      wire::block_digests::hasher hash(digests, packed - at, at + from, at + to);
+    auto const groups = [&](std::size_t b0, std::size_t b1, auto const& finished) {
       std::array<std::uint8_t, 4096> codes;
       for (std::size_t b = b0; b < b1; ++b) {
         std::size_t const first = b * bucket, len = std::min(bucket, n - first);
@@ -113,8 +104,7 @@ struct maxmin_quantize {
         // The next bucket's lines are requested while this bucket (already in L1) is quantized
         // and packed, so memory keeps streaming: spread over the packing loop where the 4-bit
         // body runs, else all at once here.
-        bool const pack4 =
-            std::is_same_v<T, float> && bits == 4 && round == rounding::nearest && first % 2 == 0 && use_avx2();
+        bool const pack4 = std::is_same_v<T, float> && bits == 4 && round == rounding::nearest && first % 2 == 0;
         if (!pack4) compress_detail::prefetch_range(x + len, next);
         auto const r = compress_detail::maxmin_bucket_range(x, len, bits);
         std::memcpy(ranges + 8 * b, &r.min, 4);
@@ -130,9 +120,10 @@ struct maxmin_quantize {
                                                   codes.data());
           compress_detail::pack_codes_at(codes.data(), len - done, bits, packed, (first + done) * bits);
         }
-        hash.done(at + (b + 1 == b1 ? to : (first + len) * bits / 8));  // a shared last byte is not final
+        finished(b);
       }
-    });
+    };
+    compress_detail::maxmin_bucket_groups(n, bucket, bits, packed, digests, groups);
     w.commit(8 * nb);
     w.commit(compress_detail::packed_bytes(n, bits));
     return w.finish(&digests);

@@ -24,12 +24,13 @@
 #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
 #include <immintrin.h>
 #define SLUICE_HAVE_AVX2_TARGET 1
-/// Marks a function compiled for AVX2 outside the stamped bodies (the bf16 Adam loops, the Philox
-/// state they keep in registers); call it only when use_avx2().
+/// Marks a function compiled for AVX2 outside the stamped bodies (the library has none left; the
+/// benchmarks' bandwidth reference kernel); call it only when use_avx2().
 #define SLUICE_TARGET_AVX2 __attribute__((target("avx2")))
 #define SLUICE_HAVE_AVX512_TARGET 1
-/// Marks a function compiled for AVX-512 F/BW/VL/DQ (and AVX2) outside the stamped bodies; call
-/// it only when use_avx512(). FMA is part of AVX-512F: products go through the lane types.
+/// Marks a function compiled for AVX-512 F/BW/VL/DQ (and AVX2) outside the stamped bodies, as
+/// SLUICE_TARGET_AVX2; call it only when use_avx512(). FMA is part of AVX-512F: products go
+/// through the lane types.
 #define SLUICE_TARGET_AVX512 __attribute__((target("avx2,avx512f,avx512bw,avx512vl,avx512dq")))
 #else
 #define SLUICE_HAVE_AVX2_TARGET 0
@@ -108,6 +109,7 @@ inline simd simd_level() noexcept {
 }
 
 /// True when the AVX2 bodies run (also on AVX-512 CPUs, for kernels without an AVX-512 body).
+/// Kernels choose their level with simd_detail::dispatch; this is for code outside them.
 inline bool use_avx2() noexcept {
 #if SLUICE_HAVE_AVX2_TARGET
   return simd_level() >= simd::avx2;

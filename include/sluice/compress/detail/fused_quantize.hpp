@@ -27,6 +27,29 @@
 
 namespace sluice::compress_detail {
 
+/// The encoders' walk over the buckets of a max-min frame (maxmin_quantize::encode and the fused
+/// pass below): groups of 8 buckets (which always end on a byte boundary) on the thread pool,
+/// body(b0, b1, done) quantizing and packing buckets [b0, b1) into the level section at `packed`
+/// (zeroed first where buckets do not end on a byte), and done(b) after bucket b hashing the level
+/// bytes that are then final (a shared last byte is not) into `digests`, while they are in cache.
+template <class F>
+void maxmin_bucket_groups(std::size_t n, std::size_t bucket, unsigned bits, std::byte* packed,
+                          wire::block_digests& digests, F&& body) {
+  std::size_t const nb = (n + bucket - 1) / bucket, groups = (nb + 7) / 8;
+  std::size_t const at = 16 + 8 * nb;  // payload offset of the level section
+  parallel_chunks(groups, 4, [&](std::size_t gb, std::size_t ge, int) {
+    std::size_t const b0 = gb * 8, b1 = std::min(nb, ge * 8);
+    std::size_t const from = b0 * bucket * bits / 8;
+    std::size_t const to = packed_bytes(std::min(n, b1 * bucket), bits);
+    if (bucket % 8 != 0) std::memset(packed + from, 0, to - from);
+    wire::block_digests::hasher hash(digests, packed - at, at + from, at + to);
+    auto const done = [&](std::size_t b) {
+      hash.done(at + (b + 1 == b1 ? to : std::min(n, (b + 1) * bucket) * bits / 8));
+    };
+    body(b0, b1, done);
+  });
+}
+
 /// Residual + maxmin_quantize (C) in one pass per bucket. Writes the frame maxmin_quantize::encode
 /// writes for c = g + e (same header, parameter, range and level sections) and sets
 /// e = c - decode(frame) bucket by bucket. `s` is the feedback's slice (Codec's encode_compensated).
@@ -45,21 +68,9 @@ std::size_t residual_fused_quantize(C const& c, Slice const& s, std::span<T cons
   random_stream const stream(ctx.key());
   auto const rs = state_stream(ctx, s.tensor());
   std::size_t const offset = s.offset();
-  bool const aligned = bucket % 8 == 0;
-  std::size_t const groups = (nb + 7) / 8;
   std::atomic<std::uint64_t> bad_total{0};
-  // Checksum blocks within a thread's level bytes are hashed as they are written (as encode does).
-  std::size_t const at = 16 + 8 * nb;  // payload offset of the level section
   wire::block_digests digests(c.max_encoded_bytes(n) - wire::header_bytes);
-  parallel_chunks(groups, 4, [&](std::size_t gb, std::size_t ge, int) {
-    std::size_t const b0 = gb * 8, b1 = std::min(nb, ge * 8);
-    std::size_t const from = b0 * bucket * bits / 8;
-    std::size_t const to = compress_detail::packed_bytes(std::min(n, b1 * bucket), bits);
-    if (!aligned) std::memset(packed + from, 0, to - from);
-    wire::block_digests::hasher hash(digests, packed - at, at + from, at + to);
-    auto const final_bytes = [&](std::size_t b) {  // level bytes final after bucket b (a shared last byte is not)
-      return at + (b + 1 == b1 ? to : std::min(n, (b + 1) * bucket) * bits / 8);
-    };
+  maxmin_bucket_groups(n, bucket, bits, packed, digests, [&](std::size_t b0, std::size_t b1, auto const& finished) {
     alignas(64) std::array<float, 4096> cf;
     alignas(64) std::array<T, 4096> ct;
     alignas(64) std::array<std::uint8_t, 4096> codes;
@@ -113,7 +124,7 @@ std::size_t residual_fused_quantize(C const& c, Slice const& s, std::span<T cons
         if (simd_done && pack4 && r.min == r.min && std::isfinite(inv)) {
           compress_detail::levels4_residual_f32(cf.data(), len, r.min, inv, r.unit, packed + first / 2, eb, g + len,
                                                 eb + len, 4 * next);
-          hash.done(final_bytes(b));
+          finished(b);
           continue;
         }
       }
@@ -131,7 +142,7 @@ std::size_t residual_fused_quantize(C const& c, Slice const& s, std::span<T cons
       store_range<S>(eb, done, len, rs, offset + first, [&](std::size_t j) {
         return cf[j] - to_float(from_float<T>(compress_detail::maxmin_value(r, codes[j])));
       });
-      hash.done(final_bytes(b));
+      finished(b);
     }
     if (bad != 0) bad_total.fetch_add(bad, std::memory_order_relaxed);
   });

@@ -121,45 +121,16 @@ std::size_t plan_output(select_workspace<T>& ws, std::size_t chunks, top_k_thres
   return plan_offsets(ws, chunks, thr.ties);
 }
 
-#if SLUICE_HAVE_AVX512_TARGET
-namespace avx512 {
-SLUICE_AVX512_DIAGNOSTICS_BEGIN
+/// The float filter and emission at level L (compress/detail/select_body.hpp, stamped below).
+template <simd L>
+struct band_lanes;
 
-/// emit_entries for one chunk of float entries with 32-bit indices, 16 entries a step: the kept
-/// ones (key > t, or among the first q with key == t) are compressed (vpcompressd) and written with
-/// a masked store at the output cursor, so nothing past the chunk's last output slot is touched.
-/// t < 2^31. Returns the ties left of q.
-SLUICE_TARGET_AVX512 inline std::size_t emit_f32(select_workspace<float>::entry const* SLUICE_RESTRICT d,
-                                                 std::size_t nd, std::int32_t t, std::size_t o, std::size_t q,
-                                                 std::uint32_t* SLUICE_RESTRICT io,
-                                                 float* SLUICE_RESTRICT vo) noexcept {
-  __m512i const magnitude = _mm512_set1_epi32(0x7fffffff);
-  __m512i const tv = _mm512_set1_epi32(t);
-  __m512i const even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  __m512i const odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-  for (std::size_t j = 0; j < nd; j += 16) {
-    // Entries j..j+15 as 16 (index, value) pairs; past nd, masked loads give zeros, masked out below.
-    std::size_t const left = std::min<std::size_t>(nd - j, 16);
-    auto const valid = static_cast<__mmask16>((1u << left) - 1);
-    __mmask8 const v0 = static_cast<__mmask8>(valid), v1 = static_cast<__mmask8>(valid >> 8);
-    __m512i const a = _mm512_maskz_loadu_epi64(v0, d + j), c = _mm512_maskz_loadu_epi64(v1, d + j + 8);
-    __m512i const index = _mm512_permutex2var_epi32(a, even, c), value = _mm512_permutex2var_epi32(a, odd, c);
-    __m512i const key = _mm512_and_si512(value, magnitude);
-    std::uint32_t keep = _cvtmask16_u32(_mm512_mask_cmpgt_epi32_mask(valid, key, tv));
-    std::uint32_t eq = _cvtmask16_u32(_mm512_mask_cmpeq_epi32_mask(valid, key, tv));
-    for (; eq != 0 && q > 0; eq &= eq - 1, --q) keep |= eq & (0u - eq);  // ties, lowest index first
-    auto const kept = static_cast<__mmask16>(keep);
-    auto const out = static_cast<__mmask16>((1u << std::popcount(keep)) - 1);
-    _mm512_mask_storeu_epi32(io + o, out, _mm512_maskz_compress_epi32(kept, index));
-    _mm512_mask_storeu_epi32(vo + o, out, _mm512_maskz_compress_epi32(kept, value));
-    o += static_cast<std::size_t>(std::popcount(keep));
-  }
-  return q;
-}
+}  // namespace sluice::compress_detail
 
-SLUICE_AVX512_DIAGNOSTICS_END
-}  // namespace avx512
-#endif
+#define SLUICE_SIMD_BODY <sluice/compress/detail/select_body.hpp>
+#include <sluice/core/detail/simd_stamp.hpp>
+
+namespace sluice::compress_detail {
 
 /// Writes each chunk's selected entries (the listed ones passing thr) in index order at the
 /// chunk's offset. Branch-free: every entry is written at the output cursor, which advances only
@@ -171,18 +142,19 @@ void emit_entries(select_workspace<T>& ws, std::size_t chunks, top_k_threshold c
     auto const* d = ws.cand.data() + c * list_stride(ws.cap_cand);
     std::size_t const nd = ws.n_cand[c];
     std::size_t o = ws.offset[c], q = ws.quota[c];
-#if SLUICE_HAVE_AVX512_TARGET
-    if constexpr (std::is_same_v<T, float> && std::is_same_v<Index, std::uint32_t>)
-      if (use_avx512() && thr.key < top_k_threshold::no_key) {
-        avx512::emit_f32(d, nd, static_cast<std::int32_t>(thr.key), o, q, idx.data(), val.data());
-        return;
-      }
-#endif
     std::size_t const end = o + ws.n_gt[c] + q;
+    std::size_t j = 0;
+    // Floats with 32-bit indices: whole groups in lanes (band_lanes::emit), the rest here.
+    if constexpr (std::is_same_v<T, float> && std::is_same_v<Index, std::uint32_t>)
+      if (thr.key < top_k_threshold::no_key)
+        j = simd_detail::dispatch([&](auto l) {
+          return band_lanes<decltype(l)::value>::emit(d, nd, static_cast<std::int32_t>(thr.key), o, end, q, idx.data(),
+                                                      val.data());
+        });
     std::int64_t const t = thr.key;
     Index* SLUICE_RESTRICT io = idx.data();
     T* SLUICE_RESTRICT vo = val.data();
-    for (std::size_t j = 0; j < nd && o < end; ++j) {
+    for (; j < nd && o < end; ++j) {
       std::int64_t const key = magnitude_key(d[j].value);
       bool const tie = (key == t) & (q > 0);
       q -= tie;
@@ -285,17 +257,6 @@ inline unsigned group_mask(T const* SLUICE_RESTRICT x, std::int32_t lo) noexcept
   for (std::size_t j = 0; j < G; ++j) m |= static_cast<unsigned>(magnitude_key(x[j]) >= lo) << j;
   return m;
 }
-
-/// The float filter at level L (compress/detail/select_body.hpp, stamped below).
-template <simd L>
-struct band_lanes;
-
-}  // namespace sluice::compress_detail
-
-#define SLUICE_SIMD_BODY <sluice/compress/detail/select_body.hpp>
-#include <sluice/core/detail/simd_stamp.hpp>
-
-namespace sluice::compress_detail {
 
 /// Filter pass: per chunk, every entry with key >= lo goes to `cand` (in index order); n_cand
 /// counts them and n_above those with key > hi. Counts keep running past the capacity; an

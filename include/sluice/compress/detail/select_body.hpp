@@ -1,5 +1,6 @@
-// The float filter of top-k selection written once over lanes: band_lanes<L> for each level L,
-// stamped by core/detail/simd_stamp.hpp from select.hpp (no include guard; alone it includes that).
+// The float loops of top-k selection written once over lanes (the filter and the emission of the
+// selected entries): band_lanes<L> for each level L, stamped by core/detail/simd_stamp.hpp from
+// select.hpp (no include guard; alone it includes that).
 #ifndef SLUICE_SIMD_LEVEL
 #include <sluice/compress/detail/select.hpp>
 #else
@@ -57,6 +58,29 @@ struct band_lanes<SLUICE_SIMD_LEVEL> {
     nd_out = nd;
     na_out = na;
     return i;
+  }
+  /// emit_entries for one chunk of float entries with 32-bit indices, w entries a step while a
+  /// step's w output slots lie before `end` (the chunk's last output slot, so nothing past it is
+  /// touched): the kept ones (key > t, or among the first q with key == t) are packed in order
+  /// (I::compress_store) at the output cursor o, which advances past them. t < 2^31. Returns the
+  /// entries handled; o and q are left where the scalar loop goes on.
+  static std::size_t emit(select_workspace<float>::entry const* SLUICE_RESTRICT d, std::size_t nd, std::int32_t t,
+                          std::size_t& o_io, std::size_t end, std::size_t& q_io, std::uint32_t* SLUICE_RESTRICT io,
+                          float* SLUICE_RESTRICT vo) noexcept {
+    I const magnitude = I::set(0x7fffffff), tv = I::set(t);
+    std::size_t o = o_io, q = q_io, j = 0;
+    for (; j + w <= nd && o + w <= end; j += w) {
+      I index, value;
+      I::load_pairs(d + j, index, value);
+      I const key = value & magnitude;
+      unsigned keep = gt_mask(key, tv), eq = eq_mask(key, tv);
+      for (; eq != 0 && q > 0; eq &= eq - 1, --q) keep |= eq & (0u - eq);  // ties, lowest index first
+      I::compress_store(io + o, index, keep);
+      I::compress_store(vo + o, value, keep);
+      o += static_cast<std::size_t>(std::popcount(keep));
+    }
+    o_io = o, q_io = q;
+    return j;
   }
 };
 

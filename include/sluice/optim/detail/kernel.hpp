@@ -149,8 +149,6 @@ template <class K>
 concept fused_bf16_kernel = requires(K const& k, float* p, float const* g, std::uint16_t* b, philox_lanes const& rs) {
   k.core_bf16_stream(p, g, b, b, rs, std::uint64_t{}, std::size_t{});
 };
-template <class K>
-inline constexpr bool has_fused_bf16 = SLUICE_HAVE_AVX2_TARGET&& fused_bf16_kernel<K>;
 
 /// Processes elements [base, base + len) contiguously: moments (loaded to float when bf16),
 /// catch-up of skipped steps to `target`, the kernel's update with gradient g (nullptr: catch-up
@@ -163,12 +161,11 @@ void run_contiguous(K const& k, tensor_refs const& r, float const* g, Sh* shadow
   alignas(64) std::uint32_t words[tile / 2 + 8];
   alignas(64) std::uint16_t rnd[tile];
   std::size_t const nm = k.moments;
-#if SLUICE_HAVE_AVX2_TARGET
-  if constexpr (Bf16 && has_fused_bf16<K>) {
-    // Lazy or dense bf16 steps with AVX2: one pass draws the rounding bits, widens, steps and
-    // rounds (no catch-up), over stretches of 16 tiles: long enough for the loop's Philox pipeline
-    // (its first group is not overlapped), short enough that the shadow reads p from L1.
-    if (r.last == nullptr && g != nullptr && nm == 2 && use_avx2()) {
+  if constexpr (Bf16 && fused_bf16_kernel<K>) {
+    // Lazy or dense bf16 steps: one pass draws the rounding bits, widens, steps and rounds (no
+    // catch-up), over stretches of 16 tiles: long enough for the loop's Philox pipeline (its
+    // first group is not overlapped), short enough that the shadow reads p from L1.
+    if (r.last == nullptr && g != nullptr && nm == 2) {
       constexpr std::size_t stretch = 16 * tile;
       for (std::size_t o = 0; o < len; o += stretch) {
         std::size_t const b = base + o, n = std::min(stretch, len - o);
@@ -178,7 +175,6 @@ void run_contiguous(K const& k, tensor_refs const& r, float const* g, Sh* shadow
       return;
     }
   }
-#endif
   if constexpr (!Bf16 && std::is_same_v<Sh, no_shadow> &&
                 requires(K const& kk, float* f, float const* cf, float* const* mm, std::size_t z) {
                   kk.core_range(f, cf, mm, z);
