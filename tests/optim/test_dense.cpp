@@ -445,7 +445,7 @@ std::uint64_t bf16_steps_digest() {
     for (int t = 0; t < 3; ++t) {
       for (auto& x : g) x = uniform();
       if (t == 1) g[70] = std::numeric_limits<float>::quiet_NaN(), g[600] = -std::numeric_limits<float>::infinity();
-      o.step(s, std::span<float>(p), std::span<float const>(g));
+      sluice::step(o, s, std::span<float>(p), std::span<float const>(g));
     }
     for (std::size_t b : {std::size_t{300}, std::size_t{16}})
       for (int t = 0; t < 2; ++t) {
@@ -454,7 +454,7 @@ std::uint64_t bf16_steps_digest() {
           if ((next() & 3) != 0) idx.push_back(static_cast<std::uint32_t>(j));
         std::vector<float> vals(idx.size() * b);
         for (auto& x : vals) x = uniform();
-        o.step(s, std::span<float>(p), sparse_view<float const>{idx, vals, n, b});
+        sluice::step(o, s, std::span<float>(p), sparse_view<float const>{idx, vals, n, b});
       }
     for (std::size_t i = 0; i < n; ++i) mix(p[i]), mix(s.moment(0, i)), mix(s.moment(1, i));
   };
