@@ -8,8 +8,12 @@
 //   configurations of one_codec and an element type (see LLVMFuzzerTestOneInput).
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <span>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include <sluice/compress/all.hpp>
@@ -93,11 +97,29 @@ void one_codec(unsigned config, std::span<std::byte const> msg, std::size_t n) {
   }
 }
 
+// SLUICE_FUZZ_SEEDS=<dir>: edit mode also writes each valid frame it encodes, before the edits,
+// as a raw-mode input (frame, selector of the raw configuration of the same codec), so a corpus
+// of raw frames that pass the frame reader can be seeded:
+//   SLUICE_FUZZ_SEEDS=<dir> fuzz_codecs <edit-mode corpus> -runs=0
+template <class T>
+void write_seed(std::span<std::byte const> frame, unsigned raw_config) {
+  static char const* const dir = std::getenv("SLUICE_FUZZ_SEEDS");
+  if (dir == nullptr) return;
+  unsigned const type = std::is_same_v<T, float> ? 0 : std::is_same_v<T, Eigen::half> ? 1 : 2;
+  auto const selector = static_cast<char>(raw_config | type << 5);
+  std::uint64_t h = 1469598103934665603u;
+  for (std::byte b : frame) h = (h ^ static_cast<std::uint8_t>(b)) * 1099511628211u;
+  std::ofstream out(std::string(dir) + "/seed-" + std::to_string(h) + "-" + std::to_string(raw_config | type << 5),
+                    std::ios::binary);
+  out.write(reinterpret_cast<char const*>(frame.data()), static_cast<std::streamsize>(frame.size()));
+  out.put(selector);
+}
+
 // Edit mode (first byte >= 0xC0): a valid frame of one codec, encoded from a tensor the input
 // seeds, then edited at input-chosen offsets and resealed, so every field check behind the
 // checksum is reached from a well-formed start. Input: [mode, size, seed, step, (u16 offset, byte)*].
 template <class C, class T>
-void edited(C const& c, std::span<std::uint8_t const> in) {
+void edited(C const& c, std::span<std::uint8_t const> in, unsigned raw_config) {
   // Odd in[1]: a multiple of 8 (a matrix of 8 columns for power_sgd), else any small length.
   std::size_t const n =
       (in[1] & 1) != 0 ? 8 * (1 + static_cast<std::size_t>(in[1]) / 2) : 1 + 2 * static_cast<std::size_t>(in[1]);
@@ -112,6 +134,7 @@ void edited(C const& c, std::span<std::uint8_t const> in) {
   sluice::codec_workspace<C, T> ws{};
   std::vector<std::byte> msg(c.template max_encoded_bytes<T>(n));
   msg.resize(c.encode(std::span<T const>(x), ctx, ws, std::span<std::byte>(msg)));
+  write_seed<T>(msg, raw_config);
   for (std::size_t i = 4; i + 2 < in.size(); i += 3)
     msg[(in[i] | static_cast<std::size_t>(in[i + 1]) << 8) % msg.size()] = static_cast<std::byte>(in[i + 2]);
   std::uint64_t const sum = sluice::wire::detail::frame_checksum(msg);
@@ -142,29 +165,30 @@ template <class T>
 void edited_codec(unsigned pick, std::span<std::uint8_t const> in) {
   switch (pick % 12) {
     case 0:
-      return edited<sluice::identity, T>({}, in);
+      return edited<sluice::identity, T>({}, in, 0);
     case 1:
-      return edited<sluice::cast, T>({.to = sluice::element_type::bf16}, in);
+      return edited<sluice::cast, T>({.to = sluice::element_type::bf16}, in, 2);
     case 2:
-      return edited<sluice::top_k, T>({.ratio = 0.1}, in);
+      return edited<sluice::top_k, T>({.ratio = 0.1}, in, 3);
     case 3:
-      return edited<sluice::threshold_top_k, T>({}, in);
+      return edited<sluice::threshold_top_k, T>({}, in, 4);
     case 4:
-      return edited<sluice::block_top_k, T>({.ratio = 0.2, .block = 3}, in);
+      return edited<sluice::block_top_k, T>({.ratio = 0.2, .block = 3}, in, 6);
     case 5:
-      return edited<sluice::random_k, T>({.ratio = 0.3}, in);
+      return edited<sluice::random_k, T>({.ratio = 0.3}, in, 7);
     case 6:
-      return edited<sluice::sign, T>({.bucket = 5}, in);
+      return edited<sluice::sign, T>({.bucket = 5}, in, 10);
     case 7:
-      return edited<sluice::qsgd, T>({.levels = 5, .bucket = 16}, in);
+      return edited<sluice::qsgd, T>({.levels = 5, .bucket = 16}, in, 12);
     case 8:
-      return edited<sluice::maxmin_quantize, T>({.bits = 3, .bucket = 64}, in);
+      return edited<sluice::maxmin_quantize, T>({.bits = 3, .bucket = 64}, in, 14);
     case 9:
-      return edited<sluice::maxmin_quantize, T>({.bits = 8, .bucket = 64, .round = sluice::rounding::stochastic}, in);
+      return edited<sluice::maxmin_quantize, T>({.bits = 8, .bucket = 64, .round = sluice::rounding::stochastic}, in,
+                                                13);
     case 10:
-      return edited<sluice::power_sgd, T>({.rank = 1}, in);
+      return edited<sluice::power_sgd, T>({.rank = 1}, in, 16);
     default:
-      return edited<sluice::qsgd, T>({.levels = 127, .bucket = 7}, in);
+      return edited<sluice::qsgd, T>({.levels = 127, .bucket = 7}, in, 11);
   }
 }
 
