@@ -38,14 +38,7 @@ struct adamw {
 
   /// Throws errc::invalid_argument for a non-finite or negative lr, eps or weight_decay and betas
   /// outside [0, 1); errc::unsupported for a state_type other than f32 or bf16.
-  void validate() const {
-    detail::optim::require_nonnegative(lr, name, "lr");
-    detail::optim::require_beta(beta1, name, "beta1");
-    detail::optim::require_beta(beta2, name, "beta2");
-    detail::optim::require_nonnegative(eps, name, "eps");
-    detail::optim::require_nonnegative(weight_decay, name, "weight_decay");
-    detail::optim::require_state_type(state_type, name);
-  }
+  void validate() const { detail::optim::validate_adam_options(*this); }
 
   /// The constants of step t (t >= 1).
   [[nodiscard]] adam_step_constants kernel(std::uint64_t t) const {

@@ -109,4 +109,15 @@ inline void require_state_type(element_type e, char const* policy) {
           "{}: state_type {} is not supported; use f32 or bf16", policy, to_string(e));
 }
 
+// adam and adamw share their options and their checks.
+template <class A>
+void validate_adam_options(A const& o) {
+  require_nonnegative(o.lr, A::name, "lr");
+  require_beta(o.beta1, A::name, "beta1");
+  require_beta(o.beta2, A::name, "beta2");
+  require_nonnegative(o.eps, A::name, "eps");
+  require_nonnegative(o.weight_decay, A::name, "weight_decay");
+  require_state_type(o.state_type, A::name);
+}
+
 }  // namespace sluice::detail::optim
