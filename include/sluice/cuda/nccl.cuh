@@ -21,18 +21,17 @@ namespace sluice::cuda {
 class maxmin_allreduce_workspace {
  public:
   maxmin_allreduce_workspace(std::size_t n, maxmin_params c, int ranks)
-      : n_(n),
-        c_(c),
-        ranks_(ranks),
-        mine_(maxmin_payload_bytes(n, c)),
-        all_(mine_.size() * static_cast<std::size_t>(ranks)) {
-    require(ranks >= 1, errc::invalid_argument, "cuda::maxmin_allreduce_workspace: {} ranks", ranks);
-  }
+      : n_(n), c_(c), ranks_(ranks), mine_(maxmin_payload_bytes(n, c)), all_(mine_.size() * rank_count(ranks)) {}
   [[nodiscard]] std::size_t capacity() const noexcept { return n_; }
   /// Every rank's payload after maxmin_allreduce: rank r's at r * slot(n) bytes (device memory).
   [[nodiscard]] std::span<std::byte const> gathered() const noexcept { return {all_.data(), all_.size()}; }
 
  private:
+  // Checked before anything is sized from it.
+  static std::size_t rank_count(int ranks) {
+    require(ranks >= 1, errc::invalid_argument, "cuda::maxmin_allreduce_workspace: {} ranks", ranks);
+    return static_cast<std::size_t>(ranks);
+  }
   template <Transport Host>
   friend void maxmin_allreduce(nccl_transport<Host>&, std::span<float const>, std::span<float>, maxmin_params,
                                stream_key const&, std::span<float>, maxmin_allreduce_workspace&, unsigned long long*,
