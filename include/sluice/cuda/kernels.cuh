@@ -595,6 +595,18 @@ __global__ void __launch_bounds__(threads)
   }
 }
 
+/// An optional per-element buffer (the bf16 shadow): empty, or n entries.
+template <class T>
+bool empty_or(std::span<T> b, std::size_t n) noexcept {
+  return b.empty() || b.size() == n;
+}
+
+/// The optional buffer's device pointer, null when it is empty.
+template <class T>
+T* data_or_null(std::span<T> b) noexcept {
+  return b.empty() ? nullptr : b.data();
+}
+
 /// Blocks for a grid-stride loop over n items: enough to fill the device, no more than needed.
 inline unsigned grid_for(std::size_t n, std::size_t per_thread = 1) noexcept {
   std::size_t const want = (n / per_thread + threads - 1) / threads;
@@ -989,11 +1001,11 @@ inline device_status scatter_add(std::span<float> dense, std::span<std::uint32_t
 inline device_status adam_step(std::span<float> p, std::span<float const> g, std::span<float> m, std::span<float> v,
                                adam_element const& f, std::span<std::uint16_t> shadow, cudaStream_t s) noexcept {
   std::size_t const n = p.size();
-  if (g.size() != n || m.size() != n || v.size() != n || (!shadow.empty() && shadow.size() != n))
+  if (g.size() != n || m.size() != n || v.size() != n || !kernel::empty_or(shadow, n))
     return device_status::size_mismatch;
   if (n == 0) return device_status::ok;
   kernel::adam_step<<<kernel::grid_for(n, 4), kernel::threads, 0, s>>>(p.data(), g.data(), m.data(), v.data(), n, f,
-                                                                       shadow.empty() ? nullptr : shadow.data());
+                                                                       kernel::data_or_null(shadow));
   return status_of(cudaGetLastError());
 }
 
@@ -1001,11 +1013,11 @@ inline device_status adam_step(std::span<float> p, std::span<float const> g, std
 inline device_status sgd_step(std::span<float> p, std::span<float const> g, std::span<float> b, sgd_element const& f,
                               std::span<std::uint16_t> shadow, cudaStream_t s) noexcept {
   std::size_t const n = p.size();
-  if (g.size() != n || (f.momentum && b.size() != n) || (!shadow.empty() && shadow.size() != n))
+  if (g.size() != n || (f.momentum && b.size() != n) || !kernel::empty_or(shadow, n))
     return device_status::size_mismatch;
   if (n == 0) return device_status::ok;
-  kernel::sgd_step<<<kernel::grid_for(n), kernel::threads, 0, s>>>(p.data(), g.data(), b.empty() ? nullptr : b.data(),
-                                                                   n, f, shadow.empty() ? nullptr : shadow.data());
+  kernel::sgd_step<<<kernel::grid_for(n), kernel::threads, 0, s>>>(p.data(), g.data(), kernel::data_or_null(b), n, f,
+                                                                   kernel::data_or_null(shadow));
   return status_of(cudaGetLastError());
 }
 
@@ -1043,6 +1055,29 @@ inline bool sparse_shape(std::size_t n, std::span<std::uint32_t const> indices, 
   return block >= 1 && values.size() == indices.size() * block && indices.size() <= (n + block - 1) / block;
 }
 
+/// The gradient of a catch_up step: sparse (sparse_shape), or dense when `indices` is empty,
+/// `block` 1 and `values` holds n entries (`dense` says which).
+inline bool catch_up_shape(std::size_t n, std::span<std::uint32_t const> indices, std::span<float const> values,
+                           std::size_t block, bool& dense) noexcept {
+  dense = indices.empty() && block == 1 && values.size() == n;
+  return dense || sparse_shape(n, indices, values, block);
+}
+
+/// The buffers of an optimizer step on n elements: the moments (`count` of them used, their
+/// pointers packed into `out`) and the shadow.
+inline bool step_buffers(std::size_t n, sluice::cuda::device_moments const& mom, std::size_t count,
+                         std::span<std::uint16_t> shadow, moment_ptrs& out) noexcept {
+  return pack(mom, count, n, out) && empty_or(shadow, n);
+}
+
+/// step_buffers of a sparse_mode::catch_up state, with its n per-entry counters `last` at step
+/// t >= 1.
+inline bool catch_up_buffers(std::size_t n, sluice::cuda::device_moments const& mom, std::size_t count,
+                             std::span<std::uint16_t> shadow, std::span<std::uint32_t> last, std::uint64_t t,
+                             moment_ptrs& out) noexcept {
+  return step_buffers(n, mom, count, shadow, out) && last.size() == n && t != 0;
+}
+
 }  // namespace sluice::cuda_detail
 
 namespace sluice::cuda {
@@ -1058,13 +1093,12 @@ inline device_status adam_sparse_step(std::span<float> p, std::span<std::uint32_
                                       adam_element const& f, std::span<std::uint16_t> shadow, cudaStream_t s) noexcept {
   std::size_t const n = p.size();
   kernel::moment_ptrs mp;
-  if (!kernel::sparse_shape(n, indices, values, block) || !kernel::pack(mom, 2, n, mp) ||
-      (!shadow.empty() && shadow.size() != n))
+  if (!kernel::sparse_shape(n, indices, values, block) || !kernel::step_buffers(n, mom, 2, shadow, mp))
     return device_status::size_mismatch;
   if (values.empty()) return device_status::ok;
   kernel::adam_step_at<<<kernel::grid_for(values.size()), kernel::threads, 0, s>>>(
       p.data(), values.data(), values.size(), sparse_target{indices.data(), block, n}, mp, f,
-      shadow.empty() ? nullptr : shadow.data(), nullptr, adam_catch_up{});
+      kernel::data_or_null(shadow), nullptr, adam_catch_up{});
   return status_of(cudaGetLastError());
 }
 
@@ -1075,11 +1109,10 @@ inline device_status adam_step(std::span<float> p, std::span<float const> g, dev
   std::size_t const n = p.size();
   if (!mom.bf16()) return adam_step(p, g, mom.m, mom.v, f, shadow, s);
   kernel::moment_ptrs mp;
-  if (g.size() != n || !kernel::pack(mom, 2, n, mp) || (!shadow.empty() && shadow.size() != n))
-    return device_status::size_mismatch;
+  if (g.size() != n || !kernel::step_buffers(n, mom, 2, shadow, mp)) return device_status::size_mismatch;
   if (n == 0) return device_status::ok;
   kernel::adam_step_at<<<kernel::grid_for(n), kernel::threads, 0, s>>>(
-      p.data(), g.data(), n, sparse_target{nullptr, 1, n}, mp, f, shadow.empty() ? nullptr : shadow.data(), nullptr,
+      p.data(), g.data(), n, sparse_target{nullptr, 1, n}, mp, f, kernel::data_or_null(shadow), nullptr,
       adam_catch_up{});
   return status_of(cudaGetLastError());
 }
@@ -1091,13 +1124,12 @@ inline device_status sgd_sparse_step(std::span<float> p, std::span<std::uint32_t
                                      sgd_element const& f, std::span<std::uint16_t> shadow, cudaStream_t s) noexcept {
   std::size_t const n = p.size();
   kernel::moment_ptrs mp;
-  if (!kernel::sparse_shape(n, indices, values, block) || !kernel::pack(mom, f.momentum ? 1 : 0, n, mp) ||
-      (!shadow.empty() && shadow.size() != n))
+  if (!kernel::sparse_shape(n, indices, values, block) || !kernel::step_buffers(n, mom, f.momentum ? 1 : 0, shadow, mp))
     return device_status::size_mismatch;
   if (values.empty()) return device_status::ok;
   kernel::sgd_step_at<<<kernel::grid_for(values.size()), kernel::threads, 0, s>>>(
       p.data(), values.data(), values.size(), sparse_target{indices.data(), block, n}, mp, f,
-      shadow.empty() ? nullptr : shadow.data(), nullptr, sgd_catch_up{});
+      kernel::data_or_null(shadow), nullptr, sgd_catch_up{});
   return status_of(cudaGetLastError());
 }
 
@@ -1107,11 +1139,11 @@ inline device_status sgd_step(std::span<float> p, std::span<float const> g, devi
   std::size_t const n = p.size();
   if (!mom.bf16()) return sgd_step(p, g, mom.m, f, shadow, s);
   kernel::moment_ptrs mp;
-  if (g.size() != n || !kernel::pack(mom, f.momentum ? 1 : 0, n, mp) || (!shadow.empty() && shadow.size() != n))
+  if (g.size() != n || !kernel::step_buffers(n, mom, f.momentum ? 1 : 0, shadow, mp))
     return device_status::size_mismatch;
   if (n == 0) return device_status::ok;
   kernel::sgd_step_at<<<kernel::grid_for(n), kernel::threads, 0, s>>>(
-      p.data(), g.data(), n, sparse_target{nullptr, 1, n}, mp, f, shadow.empty() ? nullptr : shadow.data(), nullptr,
+      p.data(), g.data(), n, sparse_target{nullptr, 1, n}, mp, f, kernel::data_or_null(shadow), nullptr,
       sgd_catch_up{});
   return status_of(cudaGetLastError());
 }
@@ -1127,14 +1159,14 @@ inline device_status adam_sparse_step(std::span<float> p, std::span<std::uint32_
                                       std::span<std::uint16_t> shadow, cudaStream_t s) noexcept {
   std::size_t const n = p.size();
   kernel::moment_ptrs mp;
-  bool const dense = indices.empty() && block == 1 && values.size() == n;
-  if ((!dense && !kernel::sparse_shape(n, indices, values, block)) || !kernel::pack(mom, 2, n, mp) ||
-      last.size() != n || cu.t == 0 || (!shadow.empty() && shadow.size() != n))
+  bool dense = false;
+  if (!kernel::catch_up_shape(n, indices, values, block, dense) ||
+      !kernel::catch_up_buffers(n, mom, 2, shadow, last, cu.t, mp))
     return device_status::size_mismatch;
   if (values.empty()) return device_status::ok;
   kernel::adam_step_at<<<kernel::grid_for(values.size()), kernel::threads, 0, s>>>(
       p.data(), values.data(), values.size(), sparse_target{dense ? nullptr : indices.data(), block, n}, mp, f,
-      shadow.empty() ? nullptr : shadow.data(), last.data(), cu);
+      kernel::data_or_null(shadow), last.data(), cu);
   return status_of(cudaGetLastError());
 }
 
@@ -1146,12 +1178,11 @@ inline device_status adam_flush(std::span<float> p, device_moments const& mom, s
                                 adam_catch_up const& cu, std::span<std::uint16_t> shadow, cudaStream_t s) noexcept {
   std::size_t const n = p.size();
   kernel::moment_ptrs mp;
-  if (!kernel::pack(mom, 2, n, mp) || last.size() != n || cu.t == 0 || (!shadow.empty() && shadow.size() != n))
-    return device_status::size_mismatch;
+  if (!kernel::catch_up_buffers(n, mom, 2, shadow, last, cu.t, mp)) return device_status::size_mismatch;
   if (n == 0) return device_status::ok;
-  kernel::adam_step_at<<<kernel::grid_for(n), kernel::threads, 0, s>>>(
-      p.data(), nullptr, n, sparse_target{nullptr, 1, n}, mp, adam_element{}, shadow.empty() ? nullptr : shadow.data(),
-      last.data(), cu);
+  kernel::adam_step_at<<<kernel::grid_for(n), kernel::threads, 0, s>>>(p.data(), nullptr, n,
+                                                                       sparse_target{nullptr, 1, n}, mp, adam_element{},
+                                                                       kernel::data_or_null(shadow), last.data(), cu);
   return status_of(cudaGetLastError());
 }
 
@@ -1163,14 +1194,14 @@ inline device_status sgd_sparse_step(std::span<float> p, std::span<std::uint32_t
                                      std::span<std::uint16_t> shadow, cudaStream_t s) noexcept {
   std::size_t const n = p.size();
   kernel::moment_ptrs mp;
-  bool const dense = indices.empty() && block == 1 && values.size() == n;
-  if ((!dense && !kernel::sparse_shape(n, indices, values, block)) || !kernel::pack(mom, f.momentum ? 1 : 0, n, mp) ||
-      last.size() != n || cu.t == 0 || (!shadow.empty() && shadow.size() != n))
+  bool dense = false;
+  if (!kernel::catch_up_shape(n, indices, values, block, dense) ||
+      !kernel::catch_up_buffers(n, mom, f.momentum ? 1 : 0, shadow, last, cu.t, mp))
     return device_status::size_mismatch;
   if (values.empty()) return device_status::ok;
   kernel::sgd_step_at<<<kernel::grid_for(values.size()), kernel::threads, 0, s>>>(
       p.data(), values.data(), values.size(), sparse_target{dense ? nullptr : indices.data(), block, n}, mp, f,
-      shadow.empty() ? nullptr : shadow.data(), last.data(), cu);
+      kernel::data_or_null(shadow), last.data(), cu);
   return status_of(cudaGetLastError());
 }
 
@@ -1179,15 +1210,13 @@ inline device_status sgd_flush(std::span<float> p, device_moments const& mom, st
                                sgd_catch_up const& cu, std::span<std::uint16_t> shadow, cudaStream_t s) noexcept {
   std::size_t const n = p.size();
   kernel::moment_ptrs mp;
-  if (!kernel::pack(mom, cu.momentum ? 1 : 0, n, mp) || last.size() != n || cu.t == 0 ||
-      (!shadow.empty() && shadow.size() != n))
+  if (!kernel::catch_up_buffers(n, mom, cu.momentum ? 1 : 0, shadow, last, cu.t, mp))
     return device_status::size_mismatch;
   if (n == 0) return device_status::ok;
   sgd_element f{};
   f.momentum = cu.momentum;
   kernel::sgd_step_at<<<kernel::grid_for(n), kernel::threads, 0, s>>>(
-      p.data(), nullptr, n, sparse_target{nullptr, 1, n}, mp, f, shadow.empty() ? nullptr : shadow.data(), last.data(),
-      cu);
+      p.data(), nullptr, n, sparse_target{nullptr, 1, n}, mp, f, kernel::data_or_null(shadow), last.data(), cu);
   return status_of(cudaGetLastError());
 }
 
