@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include <thrust/execution_policy.h>
@@ -476,6 +477,78 @@ TEST_CASE("the compressed allreduce over NCCL decodes every rank's CPU frame in 
   CHECK_THROWS_AS(sc::maxmin_allreduce(t, dg.span(), de.span(), p, ctx.key(), std::span<float>(sum.data(), n - 1), ws,
                                        nullptr, nullptr, sluice::deadline::after(5s)),
                   sluice::error);
+}
+
+TEST_CASE("the top-k and random-k allreduce over NCCL decode every rank's CPU frame in rank order") {
+  using namespace std::chrono_literals;
+  auto eps = sluice::local_transport::create(1);
+  sluice::nccl_transport<sluice::local_transport> t(eps[0], {.device = 0}, sluice::deadline::after(60s));
+  std::size_t const n = (1u << 16) + 7;
+  encode_context const ctx{.seed = 5, .rank = 0, .step = 3, .tensor = 2};
+  auto g = normal(n, 14);
+  g[4099] = -std::numeric_limits<float>::infinity();  // sent first by top-k; +0 residuals after
+  auto const e0 = normal(n, 15, 0.5f);
+  // The CPU: decode_add of the frame of c = g + e (or g) into zeros (one rank: the sum is its
+  // decode), the residual c - decode, +0 where not finite.
+  auto reference = [&](auto const& c, bool fb, std::vector<float>& residual) {
+    std::vector<float> cv(n), d(n), sum(n, 0.0f);
+    for (std::size_t i = 0; i < n; ++i) cv[i] = fb ? g[i] + e0[i] : g[i];
+    std::vector<std::byte> frame(c.max_encoded_bytes(n));
+    codec_workspace<std::decay_t<decltype(c)>, float> cw;
+    frame.resize(c.encode(std::span<float const>(cv), ctx, cw, frame));
+    sluice::decode_add(c, std::span<std::byte const>(frame), ctx, cw, std::span<float>(sum));
+    sluice::decode(c, std::span<std::byte const>(frame), ctx, cw, std::span<float>(d));
+    residual = sluice::test::kept_residual(cv, d);
+    return sum;
+  };
+  for (bool fb : {true, false}) {
+    CAPTURE(fb);
+    top_k const c{.ratio = 0.01};
+    std::vector<float> residual;
+    auto const want = reference(c, fb, residual);
+    auto dg = upload(g), de = upload(e0);
+    sc::device_buffer<float> sum(n);
+    sc::top_k_allreduce_workspace ws(n, c, 1);
+    sc::non_finite_counter nf;
+    sc::top_k_allreduce(t, dg.span(), fb ? de.span() : std::span<float>(), c, sum.span(), ws, nf.count(), nullptr,
+                        sluice::deadline::after(30s));
+    sc::check(cudaDeviceSynchronize(), "sync");
+    CHECK(nf.take(nullptr) == (fb ? 1u : 0u));
+    same_bits(download(sum.data(), n), want, "top-k sum");
+    same_bits(download(de.data(), n), fb ? residual : e0, "top-k residual");
+    same_bits(download(dg.data(), n), g, "gradient untouched");
+    CHECK_THROWS_AS(sc::top_k_allreduce(t, dg.span(), de.span(), c, std::span<float>(sum.data(), n - 1), ws, nullptr,
+                                        nullptr, sluice::deadline::after(5s)),
+                    sluice::error);
+    sc::top_k_allreduce_workspace small(n / 2, c, 1);
+    CHECK_THROWS_AS(sc::top_k_allreduce(t, dg.span(), de.span(), c, sum.span(), small, nullptr, nullptr,
+                                        sluice::deadline::after(5s)),
+                    sluice::error);
+  }
+  for (bool rescale : {false, true})
+    for (bool fb : {true, false}) {
+      CAPTURE(rescale);
+      CAPTURE(fb);
+      sluice::random_k const c{.ratio = 0.02, .rescale = rescale};
+      std::vector<float> residual;
+      auto const want = reference(c, fb, residual);
+      auto dg = upload(g), de = upload(e0);
+      sc::device_buffer<float> sum(n);
+      sc::random_k_allreduce_workspace ws(n, c, 1);
+      sc::non_finite_counter nf;
+      // ctx.key() names this rank; the draw uses its shared form, as the CPU codec does.
+      sc::random_k_allreduce(t, dg.span(), fb ? de.span() : std::span<float>(), c, ctx.key(), sum.span(), ws,
+                             nf.count(), nullptr, sluice::deadline::after(30s));
+      sc::check(cudaDeviceSynchronize(), "sync");
+      CHECK(nf.take(nullptr) == (fb ? 1u : 0u));
+      same_bits(download(sum.data(), n), want, "random-k sum");
+      same_bits(download(de.data(), n), fb ? residual : e0, "random-k residual");
+      // A workspace sized for fewer entries (another ratio) is refused before anything is queued.
+      sc::random_k_allreduce_workspace fewer(n, sluice::random_k{.ratio = 0.01}, 1);
+      CHECK_THROWS_AS(sc::random_k_allreduce(t, dg.span(), de.span(), c, ctx.key(), sum.span(), fewer, nullptr, nullptr,
+                                             sluice::deadline::after(5s)),
+                      sluice::error);
+    }
 }
 #endif
 
