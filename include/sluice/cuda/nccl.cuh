@@ -7,7 +7,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
+#include <vector>
 
 #include <cuda_runtime.h>
 
@@ -23,6 +25,45 @@ namespace sluice::cuda_detail {
 inline std::size_t allreduce_ranks(int ranks, char const* what) {
   require(ranks >= 1, errc::invalid_argument, "{}: {} ranks", what, ranks);
   return static_cast<std::size_t>(ranks);
+}
+
+/// The front of every rank's slot in a sparse allreduce: its element count and, for random-k, the
+/// shared key's seed, step and tensor. Read back after the gather, so a rank with another tensor
+/// size (even one with the same k) or another draw makes every rank throw before any add.
+struct sparse_slot_header {
+  std::uint64_t n = 0, seed = 0;
+  std::uint32_t step = 0, tensor = 0;
+};
+static_assert(sizeof(sparse_slot_header) == 24);
+
+/// The gather of a sparse allreduce: `mine` (this rank's slot, its entries written on `s` after
+/// the header's place) travels to `all` in rank order; every rank then checks every header against
+/// its own (errc::size_mismatch for another n, errc::invalid_argument for another draw) and, when
+/// they agree, `sum` becomes +0 plus add(rank r's slot) queued on `s` for r in rank order.
+template <Transport Host, class Add>
+void sparse_allreduce(nccl_transport<Host>& t, sparse_slot_header const& h, std::byte* mine, std::byte* all,
+                      std::size_t slot, std::span<float> sum, Add add, cudaStream_t s, deadline d, char const* what) {
+  check(cudaMemcpyAsync(mine, &h, sizeof h, cudaMemcpyHostToDevice, s), what);
+  check(cudaStreamSynchronize(s), what);
+  std::size_t const ranks = static_cast<std::size_t>(t.size());
+  (void)t.allgather_frames(std::span<std::byte const>(mine, slot), slot, std::span<std::byte>(all, slot * ranks), d);
+  std::vector<sparse_slot_header> hs(ranks);
+  check(cudaMemcpy2DAsync(hs.data(), sizeof h, all, slot, sizeof h, ranks, cudaMemcpyDeviceToHost, s), what);
+  check(cudaStreamSynchronize(s), what);
+  for (std::size_t r = 0; r < ranks; ++r) {
+    require(hs[r].n == h.n, errc::size_mismatch,
+            "{}: rank {}: a tensor of {} elements, rank {} has {} (call it with the same tensor on every rank)", what,
+            t.rank(), h.n, r, hs[r].n);
+    require(hs[r].seed == h.seed && hs[r].step == h.step && hs[r].tensor == h.tensor, errc::invalid_argument,
+            "{}: rank {}: indices drawn for seed {}, step {}, tensor {}, rank {} for seed {}, step {}, tensor {} "
+            "(random_k's shared draw needs the same seed, step and tensor on every rank)",
+            what, t.rank(), h.seed, h.step, h.tensor, r, hs[r].seed, hs[r].step, hs[r].tensor);
+  }
+  if (sum.empty()) return;
+  check(cudaMemsetAsync(sum.data(), 0, sum.size() * sizeof(float), s), what);
+  // One launch per rank, in rank order on `s`: a rank's indices are distinct, so its adds never
+  // race, and each element receives the ranks' values in the CPU decode_add's order.
+  for (std::size_t r = 0; r < ranks; ++r) check(add(all + r * slot), what);
 }
 
 }  // namespace sluice::cuda_detail
@@ -86,8 +127,8 @@ void maxmin_allreduce(nccl_transport<Host>& t, std::span<float const> g, std::sp
 }
 
 /// Device buffers of top_k_allreduce for tensors of up to `n` elements sparsified with `c` on
-/// `ranks` ranks: the selection's scratch, this rank's entries and every rank's, one slot of
-/// 8 * c.keep(n) bytes each (k u32 indices, then their k f32 values).
+/// `ranks` ranks: the selection's scratch, this rank's slot and every rank's (k = c.keep(n)
+/// indices and their values, behind a 24-byte header).
 class top_k_allreduce_workspace {
  public:
   top_k_allreduce_workspace(std::size_t n, top_k const& c, int ranks)
@@ -97,16 +138,13 @@ class top_k_allreduce_workspace {
         mine_(slot_bytes(c, n)),
         all_(mine_.size() * kernel::allreduce_ranks(ranks, "cuda::top_k_allreduce_workspace")) {}
   [[nodiscard]] std::size_t capacity() const noexcept { return n_; }
-  /// Every rank's entries after top_k_allreduce: rank r's k indices at r * 8k bytes, its k values
-  /// at r * 8k + 4k (device memory).
-  [[nodiscard]] std::span<std::byte const> gathered() const noexcept { return {all_.data(), all_.size()}; }
-  /// Bytes of one rank's slot for n elements: k = c.keep(n) indices and k values.
-  [[nodiscard]] static std::size_t slot_bytes(top_k const& c, std::size_t n) {
-    c.validate();
-    return 8 * c.keep(n);
-  }
 
  private:
+  static constexpr std::size_t header = sizeof(kernel::sparse_slot_header);
+  static std::size_t slot_bytes(top_k const& c, std::size_t n) {
+    c.validate();
+    return header + 8 * c.keep(n);
+  }
   template <Transport Host>
   friend void top_k_allreduce(nccl_transport<Host>&, std::span<float const>, std::span<float>, top_k const&,
                               std::span<float>, top_k_allreduce_workspace&, unsigned long long*, cudaStream_t,
@@ -125,67 +163,56 @@ class top_k_allreduce_workspace {
 /// its indices in rank order on `s`: the same bits on every rank, those of decode_add of each
 /// rank's CPU top_k frame in rank order into zeros. Every rank must call it in the same order with
 /// the same n and `c` (checked: errc::size_mismatch on every rank otherwise). Synchronizes `s`
-/// before the gather; the scatter-adds are queued on `s` on return.
+/// before and after the gather; the scatter-adds are queued on `s` on return.
 template <Transport Host>
 void top_k_allreduce(nccl_transport<Host>& t, std::span<float const> g, std::span<float> e, top_k const& c,
                      std::span<float> sum, top_k_allreduce_workspace& ws, unsigned long long* non_finite,
                      cudaStream_t s, deadline d) {
-  std::size_t const n = g.size(), slot = top_k_allreduce_workspace::slot_bytes(c, n), k = slot / 8;
+  using wsp = top_k_allreduce_workspace;
+  std::size_t const n = g.size(), slot = wsp::slot_bytes(c, n), k = (slot - wsp::header) / 8;
   require(sum.size() == n && (e.empty() || e.size() == n), errc::size_mismatch,
           "cuda::top_k_allreduce: {} gradients, {} residuals, a sum of {}", n, e.size(), sum.size());
   require(n <= ws.n_ && slot <= ws.mine_.size() && ws.ranks_ == t.size(), errc::size_mismatch,
           "cuda::top_k_allreduce: workspace for {} elements on {} ranks, called with {} on {}", ws.n_, ws.ranks_, n,
           t.size());
+  // Indices and values share one slot: one agreement over the host transport and one
+  // ncclAllGather per call instead of two of each, and the slot is as fixed as two would be.
   auto const indices = [k](std::byte* slot_at) {
-    return std::span<std::uint32_t>(reinterpret_cast<std::uint32_t*>(slot_at), k);
+    return std::span<std::uint32_t>(reinterpret_cast<std::uint32_t*>(slot_at + wsp::header), k);
   };
   auto const values = [k](std::byte* slot_at) {
-    return std::span<float>(reinterpret_cast<float*>(slot_at + 4 * k), k);
+    return std::span<float>(reinterpret_cast<float*>(slot_at + wsp::header + 4 * k), k);
   };
-  // Without feedback top_k_select only reads x (g is the input then), so the const_cast writes nothing.
+  // Without feedback top_k_select only reads x (g is the input), so the const_cast writes nothing.
   std::span<float> const x = e.empty() ? std::span<float>(const_cast<float*>(g.data()), n) : e;
   check(top_k_select(e.empty() ? std::span<float const>() : g, x, k, ws.select_, indices(ws.mine_.data()),
                      values(ws.mine_.data()), non_finite, s),
         "cuda::top_k_allreduce");
-  check(cudaStreamSynchronize(s), "cuda::top_k_allreduce");
-  // Indices and values share one slot: one agreement over the host transport and one
-  // ncclAllGather per call instead of two of each; the slot is as fixed as two would be.
-  std::size_t const ranks = static_cast<std::size_t>(t.size());
-  (void)t.allgather_frames(std::span<std::byte const>(ws.mine_.data(), slot), slot,
-                           std::span<std::byte>(ws.all_.data(), slot * ranks), d);
-  if (n == 0) return;
-  check(cudaMemsetAsync(sum.data(), 0, n * sizeof(float), s), "cuda::top_k_allreduce");
-  // One launch per rank, in rank order on `s`: a rank's indices are distinct, so its adds never
-  // race, and each element receives the ranks' values in the CPU's order.
-  for (std::size_t r = 0; r < ranks; ++r) {
-    std::byte* const at = ws.all_.data() + r * slot;
-    check(scatter_add(sum, indices(at), values(at), s), "cuda::top_k_allreduce");
-  }
+  kernel::sparse_allreduce(
+      t, kernel::sparse_slot_header{.n = n}, ws.mine_.data(), ws.all_.data(), slot, sum,
+      [&](std::byte* at) { return scatter_add(sum, indices(at), values(at), s); }, s, d, "cuda::top_k_allreduce");
 }
 
 /// Device buffers of random_k_allreduce for tensors of up to `n` elements sparsified with `c` on
 /// `ranks` ranks: the draw's scratch, the drawn indices (the same on every rank), this rank's
-/// values and every rank's, one slot of 4 * c.keep(n) bytes each.
+/// slot and every rank's (k = c.keep(n) values behind a 24-byte header).
 class random_k_allreduce_workspace {
  public:
   random_k_allreduce_workspace(std::size_t n, random_k const& c, int ranks)
       : n_(n),
         ranks_(ranks),
-        select_(n, slot_bytes(c, n) / 4),
-        indices_(std::max<std::size_t>(slot_bytes(c, n) / 4, 1)),
-        mine_(slot_bytes(c, n)),
+        select_(n, entries(c, n)),
+        indices_(std::max<std::size_t>(entries(c, n), 1)),
+        mine_(header + 4 * entries(c, n)),
         all_(mine_.size() * kernel::allreduce_ranks(ranks, "cuda::random_k_allreduce_workspace")) {}
   [[nodiscard]] std::size_t capacity() const noexcept { return n_; }
-  /// Every rank's values after random_k_allreduce: rank r's k values at r * 4k bytes (device
-  /// memory), at the indices every rank drew.
-  [[nodiscard]] std::span<std::byte const> gathered() const noexcept { return {all_.data(), all_.size()}; }
-  /// Bytes of one rank's slot for n elements: k = c.keep(n) values.
-  [[nodiscard]] static std::size_t slot_bytes(random_k const& c, std::size_t n) {
-    c.validate();
-    return 4 * c.keep(n);
-  }
 
  private:
+  static constexpr std::size_t header = sizeof(kernel::sparse_slot_header);
+  static std::size_t entries(random_k const& c, std::size_t n) {
+    c.validate();
+    return c.keep(n);
+  }
   template <Transport Host>
   friend void random_k_allreduce(nccl_transport<Host>&, std::span<float const>, std::span<float>, random_k const&,
                                  stream_key const&, std::span<float>, random_k_allreduce_workspace&,
@@ -198,42 +225,42 @@ class random_k_allreduce_workspace {
 };
 
 /// Sums a dense fp32 device tensor over the ranks of `t` with random-k sparsification: every rank
-/// draws the same k = c.keep(n) indices from key.shared() (random_k's shared randomness: seed,
-/// step and tensor of `key`, ctx.key(), must agree across ranks, as for the CPU codec), samples
-/// c = g + e there on the device (random_k_select with feedback fused: e keeps c where not sent
-/// and c - sent where sent, NaN/Inf handled and counted in `non_finite` as there; an empty `e`
-/// samples g alone; values scaled by n / k with c.rescale), only the k values are all-gathered
-/// with NCCL, and `sum` (device memory, g.size() floats) becomes +0 plus each rank's values added
-/// at the drawn indices in rank order on `s`: the same bits on every rank, those of decode_add of
-/// each rank's CPU random_k frame in rank order into zeros. Every rank must call it in the same
-/// order with the same n and `c` (checked: errc::size_mismatch on every rank otherwise).
-/// Synchronizes `s` before the gather; the scatter-adds are queued on `s` on return.
+/// draws the same k = c.keep(n) indices from key.shared() (random_k's shared randomness: pass
+/// ctx.key(); its seed, step and tensor must be the same on every rank, as for the CPU codec),
+/// samples c = g + e there on the device (random_k_select with feedback fused: e keeps c where
+/// not sent and c - sent where sent, NaN/Inf handled and counted in `non_finite` as there; an
+/// empty `e` samples g alone; values scaled by n / k with c.rescale), only the k values are
+/// all-gathered with NCCL, and `sum` (device memory, g.size() floats) becomes +0 plus each rank's
+/// values added at the drawn indices in rank order on `s`: the same bits on every rank, those of
+/// decode_add of each rank's CPU random_k frame in rank order into zeros. Every rank must call it
+/// in the same order with the same n, `c` and key (checked: errc::size_mismatch on every rank for
+/// another n or k, errc::invalid_argument for another seed, step or tensor). Synchronizes `s`
+/// before and after the gather; the scatter-adds are queued on `s` on return.
 template <Transport Host>
 void random_k_allreduce(nccl_transport<Host>& t, std::span<float const> g, std::span<float> e, random_k const& c,
                         stream_key const& key, std::span<float> sum, random_k_allreduce_workspace& ws,
                         unsigned long long* non_finite, cudaStream_t s, deadline d) {
-  std::size_t const n = g.size(), slot = random_k_allreduce_workspace::slot_bytes(c, n), k = slot / 4;
+  using wsp = random_k_allreduce_workspace;
+  std::size_t const n = g.size(), k = wsp::entries(c, n), slot = wsp::header + 4 * k;
   require(sum.size() == n && (e.empty() || e.size() == n), errc::size_mismatch,
           "cuda::random_k_allreduce: {} gradients, {} residuals, a sum of {}", n, e.size(), sum.size());
   require(n <= ws.n_ && slot <= ws.mine_.size() && ws.ranks_ == t.size(), errc::size_mismatch,
           "cuda::random_k_allreduce: workspace for {} elements on {} ranks, called with {} on {}", ws.n_, ws.ranks_, n,
           t.size());
-  std::span<std::uint32_t const> const indices(ws.indices_.data(), k);
-  auto const values = [k](std::byte* slot_at) { return std::span<float>(reinterpret_cast<float*>(slot_at), k); };
-  // Without feedback random_k_select only reads x (g is the input then), so the const_cast writes nothing.
+  std::span<std::uint32_t> const indices(ws.indices_.data(), k);
+  auto const values = [k](std::byte* slot_at) {
+    return std::span<float>(reinterpret_cast<float*>(slot_at + wsp::header), k);
+  };
+  // Without feedback random_k_select only reads x (g is the input), so the const_cast writes nothing.
   std::span<float> const x = e.empty() ? std::span<float>(const_cast<float*>(g.data()), n) : e;
-  check(random_k_select(e.empty() ? std::span<float const>() : g, x, k, key.shared(),
-                        random_k_element::of(n, k, c.rescale), ws.select_,
-                        std::span<std::uint32_t>(ws.indices_.data(), k), values(ws.mine_.data()), non_finite, s),
+  stream_key const shared = key.shared();
+  check(random_k_select(e.empty() ? std::span<float const>() : g, x, k, shared, random_k_element::of(n, k, c.rescale),
+                        ws.select_, indices, values(ws.mine_.data()), non_finite, s),
         "cuda::random_k_allreduce");
-  check(cudaStreamSynchronize(s), "cuda::random_k_allreduce");
-  std::size_t const ranks = static_cast<std::size_t>(t.size());
-  (void)t.allgather_frames(std::span<std::byte const>(ws.mine_.data(), slot), slot,
-                           std::span<std::byte>(ws.all_.data(), slot * ranks), d);
-  if (n == 0) return;
-  check(cudaMemsetAsync(sum.data(), 0, n * sizeof(float), s), "cuda::random_k_allreduce");
-  for (std::size_t r = 0; r < ranks; ++r)
-    check(scatter_add(sum, indices, values(ws.all_.data() + r * slot), s), "cuda::random_k_allreduce");
+  kernel::sparse_allreduce(
+      t, kernel::sparse_slot_header{.n = n, .seed = shared.seed, .step = shared.step, .tensor = shared.tensor},
+      ws.mine_.data(), ws.all_.data(), slot, sum,
+      [&](std::byte* at) { return scatter_add(sum, indices, values(at), s); }, s, d, "cuda::random_k_allreduce");
 }
 
 }  // namespace sluice::cuda
