@@ -73,6 +73,55 @@ std::vector<std::byte> device_path_frame(maxmin_quantize const& c, encode_contex
 
 }  // namespace
 
+TEST_CASE("the device operations' NaN results are this CPU's: x86_nan maps a GPU's canonical NaN to them") {
+  // A GPU returns 0x7fffffff for every NaN result; x86_nan(r, a, b) must turn that into what this
+  // CPU computed, for every NaN source: a NaN operand (its payload and sign, quieted) and an
+  // invalid operation on numbers. volatile keeps the compiler from folding the operations.
+  float const inf = std::numeric_limits<float>::infinity();
+  auto nan_bits = [](std::uint32_t u) {
+    float x;
+    std::memcpy(&x, &u, 4);
+    return x;
+  };
+  std::vector<float> const xs = {0.0f,
+                                 -0.0f,
+                                 1.5f,
+                                 -3.0f,
+                                 inf,
+                                 -inf,
+                                 nan_bits(0x7fc00000u),
+                                 nan_bits(0xffc00123u),
+                                 nan_bits(0x7f800001u) /* signalling */,
+                                 nan_bits(0xff812345u) /* signalling */};
+  float const gpu_nan = nan_bits(0x7fffffffu);
+  auto gpu = [&](float r) { return r != r ? gpu_nan : r; };
+  int nan_results = 0;
+  for (float a : xs)
+    for (float b : xs) {
+      volatile float va = a, vb = b;
+      bool const both = a != a && b != b;  // add and mul commute: the compiler picks the first operand
+      float const r[4] = {va + vb, va - vb, va * vb, va / vb};
+      for (int op = 0; op < 4; ++op) {
+        if (both && (op == 0 || op == 2)) continue;
+        CAPTURE(op);
+        CAPTURE(bits(a));
+        CAPTURE(bits(b));
+        CHECK(bits(cuda::detail::x86_nan(gpu(r[op]), a, b)) == bits(r[op]));
+        nan_results += r[op] != r[op];
+      }
+      volatile double da = a, db = b;
+      double const rd = da - db, gd = rd != rd ? std::numeric_limits<double>::quiet_NaN() : rd;
+      double const back = cuda::detail::x86_nan(gd, double{a}, double{b});
+      CHECK(std::memcmp(&back, &rd, 8) == 0);
+    }
+  CHECK(nan_results > 100);  // the NaN paths were exercised
+  for (float a : {-1.0f, -inf, nan_bits(0xffc00123u)}) {
+    volatile float va = a;
+    float const r = std::sqrt(static_cast<float>(va));
+    CHECK(bits(cuda::detail::x86_nan(gpu(r), a, a)) == bits(r));
+  }
+}
+
 TEST_CASE("philox_stream draws random_stream's words") {
   for (auto const key : {stream_key{0, 0, 0, 0}, stream_key{0x123456789abcdefull, 3, 17, 5},
                          stream_key{42, stream_key::shared_rank, 1, 9}}) {

@@ -25,38 +25,72 @@ namespace sluice::cuda {
 
 namespace detail {
 
-// IEEE single operations, each rounded to nearest even, never fused.
+SLUICE_HD inline std::uint32_t bits_of(float x) noexcept;
+SLUICE_HD inline float float_of(std::uint32_t u) noexcept;
+
+/// The NaN an x86 CPU (SSE, AVX, AVX-512: where the CPU codecs run) returns for a float
+/// operation on a and b whose IEEE result r is NaN: a NaN operand, quieted (a when both are), or
+/// the "default NaN" 0xffc00000 for an invalid operation on numbers (Inf - Inf, 0 * Inf, 0 / 0,
+/// sqrt of a negative). r itself when it is not NaN. A GPU returns 0x7fffffff for every NaN
+/// result, so the device operations below pass theirs through this: a NaN that reaches a frame
+/// or a sum then has the CPU's bits.
+SLUICE_HD inline float x86_nan(float r, float a, float b) noexcept {
+  if (!(r != r)) return r;
+  if (a != a) return float_of(bits_of(a) | 0x00400000u);
+  if (b != b) return float_of(bits_of(b) | 0x00400000u);
+  return float_of(0xffc00000u);
+}
+SLUICE_HD inline double with_bits_set(double x, std::uint64_t set) noexcept {
+#if defined(__CUDA_ARCH__)
+  return __longlong_as_double(static_cast<long long>(static_cast<std::uint64_t>(__double_as_longlong(x)) | set));
+#else
+  std::uint64_t u;
+  std::memcpy(&u, &x, 8);
+  u |= set;
+  std::memcpy(&x, &u, 8);
+  return x;
+#endif
+}
+/// x86_nan for double operations (default NaN 0xfff8000000000000).
+SLUICE_HD inline double x86_nan(double r, double a, double b) noexcept {
+  if (!(r != r)) return r;
+  if (a != a) return with_bits_set(a, std::uint64_t{1} << 51);
+  if (b != b) return with_bits_set(b, std::uint64_t{1} << 51);
+  return with_bits_set(0.0, 0xfff8000000000000u);
+}
+
+// IEEE single operations, each rounded to nearest even, never fused, with x86's NaN results.
 SLUICE_HD inline float add(float a, float b) noexcept {
 #if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
+  return x86_nan(__fadd_rn(a, b), a, b);
 #else
   return a + b;
 #endif
 }
 SLUICE_HD inline float sub(float a, float b) noexcept {
 #if defined(__CUDA_ARCH__)
-  return __fsub_rn(a, b);
+  return x86_nan(__fsub_rn(a, b), a, b);
 #else
   return a - b;
 #endif
 }
 SLUICE_HD inline float mul(float a, float b) noexcept {
 #if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
+  return x86_nan(__fmul_rn(a, b), a, b);
 #else
   return a * b;
 #endif
 }
 SLUICE_HD inline float div(float a, float b) noexcept {
 #if defined(__CUDA_ARCH__)
-  return __fdiv_rn(a, b);
+  return x86_nan(__fdiv_rn(a, b), a, b);
 #else
   return a / b;
 #endif
 }
 SLUICE_HD inline float sqrt(float a) noexcept {
 #if defined(__CUDA_ARCH__)
-  return __fsqrt_rn(a);
+  return x86_nan(__fsqrt_rn(a), a, a);
 #else
   return std::sqrt(a);
 #endif
@@ -79,38 +113,38 @@ SLUICE_HD inline float float_of(std::uint32_t u) noexcept {
   return x;
 #endif
 }
-// IEEE double operations for the catch-up replays, which the CPU computes in double.
+// IEEE double operations for the catch-up replays, which the CPU computes in double (x86 NaNs).
 SLUICE_HD inline double dadd(double a, double b) noexcept {
 #if defined(__CUDA_ARCH__)
-  return __dadd_rn(a, b);
+  return x86_nan(__dadd_rn(a, b), a, b);
 #else
   return a + b;
 #endif
 }
 SLUICE_HD inline double dsub(double a, double b) noexcept {
 #if defined(__CUDA_ARCH__)
-  return __dsub_rn(a, b);
+  return x86_nan(__dsub_rn(a, b), a, b);
 #else
   return a - b;
 #endif
 }
 SLUICE_HD inline double dmul(double a, double b) noexcept {
 #if defined(__CUDA_ARCH__)
-  return __dmul_rn(a, b);
+  return x86_nan(__dmul_rn(a, b), a, b);
 #else
   return a * b;
 #endif
 }
 SLUICE_HD inline double ddiv(double a, double b) noexcept {
 #if defined(__CUDA_ARCH__)
-  return __ddiv_rn(a, b);
+  return x86_nan(__ddiv_rn(a, b), a, b);
 #else
   return a / b;
 #endif
 }
 SLUICE_HD inline double dsqrt(double a) noexcept {
 #if defined(__CUDA_ARCH__)
-  return __dsqrt_rn(a);
+  return x86_nan(__dsqrt_rn(a), a, a);
 #else
   return std::sqrt(a);
 #endif
