@@ -100,6 +100,15 @@ TEST_CASE("compute_samples fits f(b) = a + c b by least squares") {
   CHECK(neg.fit().per_sample_seconds > 0);
   CHECK_THROWS_AS((void)compute_samples{}.fit(), error);
   CHECK_THROWS_AS(cs.observe(0, 1.0), error);
+  // Large batch sizes close together: sums of b^2 near 1e13 would cancel in uncentred normal
+  // equations; the fit still recovers the line.
+  compute_samples big;
+  for (std::size_t i = 0; i < 10; ++i) {
+    double const b = 1e6 + static_cast<double>(i);
+    big.observe(static_cast<std::size_t>(b), 0.5 + 1e-6 * b);
+  }
+  CHECK(big.fit().fixed_seconds == doctest::Approx(0.5).epsilon(1e-6));
+  CHECK(big.fit().per_sample_seconds == doctest::Approx(1e-6).epsilon(1e-6));
   CHECK_THROWS_AS(cs.observe(8, -1.0), error);
 }
 

@@ -19,8 +19,6 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <Eigen/Core>
-#include <Eigen/QR>
 
 #include <sluice/compress/block_top_k.hpp>
 #include <sluice/compress/identity.hpp>
@@ -53,10 +51,9 @@ struct compute_fit {
   friend bool operator==(compute_fit const&, compute_fit const&) = default;
 };
 
-/// Measured (batch, seconds) samples of one worker, fitted by least squares (Eigen, column-pivoting
-/// QR) to compute_fit. Keeps the last `capacity` samples so the fit follows a GPU that throttles.
-/// A negative intercept is refitted through the origin; with a single distinct batch size the fit
-/// is the line through the origin and the mean.
+/// Measured (batch, seconds) samples of one worker, fitted by least squares to compute_fit. Keeps
+/// the last `capacity` samples so the fit follows a GPU that throttles. A negative intercept is refitted through the
+/// origin; with a single distinct batch size the fit is the line through the origin and the mean.
 class compute_samples {
  public:
   explicit compute_samples(std::size_t capacity = 64) : capacity_(std::max<std::size_t>(capacity, 2)) {}
@@ -74,24 +71,23 @@ class compute_samples {
   /// The least-squares fit; errc::invalid_argument when no sample was observed yet.
   [[nodiscard]] compute_fit fit() const {
     require(!samples_.empty(), errc::invalid_argument, "compute_samples: no samples; observe at least one step");
-    auto const n = static_cast<Eigen::Index>(samples_.size());
-    Eigen::MatrixXd a(n, 2);
-    Eigen::VectorXd y(n);
-    bool distinct = false;
-    for (Eigen::Index i = 0; i < n; ++i) {
-      auto const& s = samples_[static_cast<std::size_t>(i)];
-      a(i, 0) = 1.0;
-      a(i, 1) = s.batch;
-      y(i) = s.seconds;
-      distinct = distinct || s.batch != samples_.front().batch;
-    }
-    if (distinct) {
-      Eigen::Vector2d const x = a.colPivHouseholderQr().solve(y);
-      if (x(0) >= 0 && x(1) > 0) return {x(0), x(1)};
+    // Two unknowns: the closed form on centred sums, which is how a QR solve of the 2-column
+    // system behaves numerically (no normal equations of uncentred sums, which cancel badly when
+    // the batch sizes are large and close together).
+    double const n = static_cast<double>(samples_.size());
+    double mb = 0, ms = 0;
+    for (auto const& s : samples_) mb += s.batch, ms += s.seconds;
+    mb /= n, ms /= n;
+    double sbb = 0, sbs = 0;
+    for (auto const& s : samples_) sbb += (s.batch - mb) * (s.batch - mb), sbs += (s.batch - mb) * (s.seconds - ms);
+    if (sbb > 0) {  // at least two distinct batch sizes
+      double const c = sbs / sbb, a = ms - c * mb;
+      if (a >= 0 && c > 0) return {a, c};
     }
     // Through the origin: minimises sum (y - c b)^2.
-    double const c = a.col(1).dot(y) / a.col(1).squaredNorm();
-    return {0.0, c};
+    double sb2 = 0, sby = 0;
+    for (auto const& s : samples_) sb2 += s.batch * s.batch, sby += s.batch * s.seconds;
+    return {0.0, sby / sb2};
   }
 
  private:
