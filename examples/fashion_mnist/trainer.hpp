@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <numeric>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <variant>
 #include <vector>
@@ -269,18 +270,37 @@ train_result train_maxmin_quantize(any_transport t, data const& d, train_options
 train_result train_qsgd(any_transport t, data const& d, train_options const& o);
 train_result train_sign(any_transport t, data const& d, train_options const& o);
 
-/// Trains one worker with the codec the options name (needs the codec translation units).
+/// Trains one worker with the codec the options name (needs the codec translation units; CMake's
+/// FASHION_MNIST_CODECS chooses which are built and defines FASHION_MNIST_CODEC_<name> for each).
 inline train_result train_any(any_transport t, data const& d, train_options const& o) {
   sluice::require(o.exchange == "codec" || (o.codec == "identity" && o.feedback == "none"),
                   sluice::errc::invalid_argument,
                   "--exchange mpi_allreduce sums fp32 gradients: use --codec identity --feedback none");
+#if FASHION_MNIST_CODEC_identity
   if (o.codec == "identity") return train_identity(std::move(t), d, o);
+#endif
+#if FASHION_MNIST_CODEC_top_k
   if (o.codec == "top_k") return train_top_k(std::move(t), d, o);
+#endif
+#if FASHION_MNIST_CODEC_block_top_k
   if (o.codec == "block_top_k") return train_block_top_k(std::move(t), d, o);
+#endif
+#if FASHION_MNIST_CODEC_random_k
   if (o.codec == "random_k") return train_random_k(std::move(t), d, o);
+#endif
+#if FASHION_MNIST_CODEC_maxmin_quantize
   if (o.codec == "maxmin_quantize") return train_maxmin_quantize(std::move(t), d, o);
+#endif
+#if FASHION_MNIST_CODEC_qsgd
   if (o.codec == "qsgd") return train_qsgd(std::move(t), d, o);
+#endif
+#if FASHION_MNIST_CODEC_sign
   if (o.codec == "sign") return train_sign(std::move(t), d, o);
+#endif
+  for (std::string_view known : {"identity", "top_k", "block_top_k", "random_k", "maxmin_quantize", "qsgd", "sign"})
+    sluice::require(o.codec != known, sluice::errc::unsupported,
+                    "--codec {} is not compiled into this build; reconfigure with -DFASHION_MNIST_CODECS=\"...;{}\"",
+                    o.codec, o.codec);
   sluice::throw_error(sluice::errc::invalid_argument,
                       "--codec {}: choose identity, top_k, block_top_k, maxmin_quantize, random_k, qsgd or sign",
                       o.codec);
