@@ -272,7 +272,8 @@ train_result train_sign(any_transport t, data const& d, train_options const& o);
 
 /// Trains one worker with the codec the options name (needs the codec translation units; CMake's
 /// FASHION_MNIST_CODECS chooses which are built and defines FASHION_MNIST_CODEC_<name> for each).
-inline train_result train_any(any_transport t, data const& d, train_options const& o) {
+inline train_result train_any([[maybe_unused]] any_transport t, [[maybe_unused]] data const& d,
+                              train_options const& o) {
   sluice::require(o.exchange == "codec" || (o.codec == "identity" && o.feedback == "none"),
                   sluice::errc::invalid_argument,
                   "--exchange mpi_allreduce sums fp32 gradients: use --codec identity --feedback none");
