@@ -15,6 +15,7 @@
 
 #include <sluice/compress/concepts.hpp>
 #include <sluice/compress/context.hpp>
+#include <sluice/core/serial.hpp>
 #include <sluice/core/wire.hpp>
 
 namespace sluice::test {
@@ -24,6 +25,8 @@ struct grid_codec {
   using codec_concept = codec_tag;
   float step_size = 0.125f;
   friend bool operator==(grid_codec const&, grid_codec const&) = default;
+  /// Identity of the value (attach checks, checkpoints): its fields, not its printed form.
+  friend void hash_append(serial::hasher& h, grid_codec const& v) { h("grid_codec", v.step_size); }
 
   [[nodiscard]] std::size_t max_encoded_bytes(std::size_t n) const noexcept { return wire::frame_bytes({n * 4}); }
   template <Element T>

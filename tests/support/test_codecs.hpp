@@ -12,6 +12,7 @@
 
 #include <sluice/compress/concepts.hpp>
 #include <sluice/compress/context.hpp>
+#include <sluice/core/serial.hpp>
 #include <sluice/core/varint.hpp>
 #include <sluice/core/wire.hpp>
 
@@ -21,6 +22,8 @@ namespace sluice::test {
 struct dense_codec {
   using codec_concept = codec_tag;
   friend bool operator==(dense_codec const&, dense_codec const&) = default;
+  /// Identity of the value (attach checks, checkpoints): its fields, not its printed form.
+  friend void hash_append(serial::hasher& h, dense_codec const&) { h("dense_codec"); }
 
   [[nodiscard]] std::size_t max_encoded_bytes(std::size_t n) const { return wire::frame_bytes({n * 4}); }
   template <class WS>
@@ -53,6 +56,8 @@ struct sparse_codec {
   using codec_concept = codec_tag;
   static constexpr bool is_sparse = true;
   friend bool operator==(sparse_codec const&, sparse_codec const&) = default;
+  /// Identity of the value (attach checks, checkpoints): its fields, not its printed form.
+  friend void hash_append(serial::hasher& h, sparse_codec const&) { h("sparse_codec"); }
   template <class T>
   struct workspace {
     std::vector<std::uint32_t> idx;
@@ -107,6 +112,8 @@ struct quant_codec {
   static constexpr bool is_quantizer = true;
   static constexpr std::size_t bucket = 64;
   friend bool operator==(quant_codec const&, quant_codec const&) = default;
+  /// Identity of the value (attach checks, checkpoints): its fields, not its printed form.
+  friend void hash_append(serial::hasher& h, quant_codec const&) { h("quant_codec"); }
 
   [[nodiscard]] std::size_t max_encoded_bytes(std::size_t n) const {
     return wire::frame_bytes({(n + bucket - 1) / bucket * 4, n});

@@ -24,6 +24,7 @@
 #include <sluice/compress/detail/select.hpp>
 #include <sluice/config.hpp>
 #include <sluice/core/parallel.hpp>
+#include <sluice/core/serial.hpp>
 #include <sluice/core/sparse.hpp>
 #include <sluice/core/varint.hpp>
 
@@ -45,6 +46,8 @@ struct block_top_k {
   block_score score = block_score::l1;  ///< block ranking
 
   friend bool operator==(block_top_k const&, block_top_k const&) = default;
+  /// Identity of the value (attach checks, checkpoints): its fields, not its printed form.
+  friend void hash_append(serial::hasher& h, block_top_k const& v) { h("block_top_k", v.ratio, v.block, v.score); }
 
   /// Per-tensor scratch: block scores, selection buffers and the selected blocks.
   template <Element T>

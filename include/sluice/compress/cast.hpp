@@ -17,6 +17,7 @@
 #include <sluice/compress/rounding.hpp>
 #include <sluice/core/parallel.hpp>
 #include <sluice/core/random.hpp>
+#include <sluice/core/serial.hpp>
 
 namespace sluice {
 
@@ -31,6 +32,8 @@ struct cast {
   rounding round = rounding::nearest;   ///< nearest-even, or stochastic from encode_context::key()
 
   friend bool operator==(cast const&, cast const&) = default;
+  /// Identity of the value (attach checks, checkpoints): its fields, not its printed form.
+  friend void hash_append(serial::hasher& h, cast const& v) { h("cast", v.to, v.round); }
 
   /// No per-tensor state (T is deduced from the workspace, so inputs convert to their spans).
   template <Element T>

@@ -13,6 +13,7 @@
 #include <sluice/compress/concepts.hpp>
 #include <sluice/compress/decode.hpp>
 #include <sluice/compress/detail/common.hpp>
+#include <sluice/core/serial.hpp>
 
 namespace sluice {
 
@@ -22,6 +23,8 @@ struct identity {
   static constexpr bool unbiased = true;
 
   friend bool operator==(identity const&, identity const&) = default;
+  /// Identity of the value (attach checks, checkpoints): its fields, not its printed form.
+  friend void hash_append(serial::hasher& h, identity const&) { h("identity"); }
 
   /// No per-tensor state (T is deduced from the workspace, so inputs convert to their spans).
   template <Element T>

@@ -24,6 +24,7 @@
 #include <sluice/compress/rounding.hpp>
 #include <sluice/core/parallel.hpp>
 #include <sluice/core/random.hpp>
+#include <sluice/core/serial.hpp>
 
 namespace sluice {
 
@@ -44,6 +45,10 @@ struct maxmin_quantize {
   rounding round = rounding::nearest;  ///< nearest or stochastic (from encode_context::key())
 
   friend bool operator==(maxmin_quantize const&, maxmin_quantize const&) = default;
+  /// Identity of the value (attach checks, checkpoints): its fields, not its printed form.
+  friend void hash_append(serial::hasher& h, maxmin_quantize const& v) {
+    h("maxmin_quantize", v.bits, v.bucket, v.round);
+  }
 
   /// No per-tensor state (T is deduced from the workspace, so inputs convert to their spans).
   template <Element T>

@@ -40,6 +40,8 @@ struct power_sgd {
   static constexpr codec_strength<power_sgd, unsigned> strength{&power_sgd::rank, "rank", 4, true};
 
   friend bool operator==(power_sgd const&, power_sgd const&) = default;
+  /// Identity of the value (attach checks, checkpoints): its fields, not its printed form.
+  friend void hash_append(serial::hasher& h, power_sgd const& v) { h("power_sgd", v.rank); }
 
   using matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 

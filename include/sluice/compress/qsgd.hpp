@@ -22,6 +22,7 @@
 #include <sluice/compress/detail/common.hpp>
 #include <sluice/compress/detail/pack.hpp>
 #include <sluice/core/random.hpp>
+#include <sluice/core/serial.hpp>
 
 namespace sluice {
 
@@ -43,6 +44,8 @@ struct qsgd {
   std::size_t bucket = 512;  ///< elements per norm, in [1, 4096]
 
   friend bool operator==(qsgd const&, qsgd const&) = default;
+  /// Identity of the value (attach checks, checkpoints): its fields, not its printed form.
+  friend void hash_append(serial::hasher& h, qsgd const& v) { h("qsgd", v.levels, v.bucket); }
 
   /// No per-tensor state (T is deduced from the workspace, so inputs convert to their spans).
   template <Element T>

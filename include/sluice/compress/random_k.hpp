@@ -19,6 +19,7 @@
 #include <sluice/compress/detail/common.hpp>
 #include <sluice/compress/detail/sparse_frame.hpp>
 #include <sluice/core/random.hpp>
+#include <sluice/core/serial.hpp>
 #include <sluice/core/sparse.hpp>
 
 namespace sluice::compress_detail {
@@ -95,6 +96,8 @@ struct random_k {
   bool rescale = false;  ///< multiply sent values by n / k (unbiased)
 
   friend bool operator==(random_k const&, random_k const&) = default;
+  /// Identity of the value (attach checks, checkpoints): its fields, not its printed form.
+  friend void hash_append(serial::hasher& h, random_k const& v) { h("random_k", v.ratio, v.rescale); }
 
   /// Scratch: the drawn indices and the bitmap Floyd's algorithm marks them in.
   template <Element T>

@@ -18,6 +18,7 @@
 #include <sluice/compress/detail/bucketed.hpp>
 #include <sluice/compress/detail/common.hpp>
 #include <sluice/compress/detail/pack.hpp>
+#include <sluice/core/serial.hpp>
 
 namespace sluice {
 
@@ -33,6 +34,8 @@ struct sign {
   std::size_t bucket = 1024;  ///< elements per scale, in [1, 4096]
 
   friend bool operator==(sign const&, sign const&) = default;
+  /// Identity of the value (attach checks, checkpoints): its fields, not its printed form.
+  friend void hash_append(serial::hasher& h, sign const& v) { h("sign", v.bucket); }
 
   /// No per-tensor state (T is deduced from the workspace, so inputs convert to their spans).
   template <Element T>

@@ -19,6 +19,7 @@
 #include <sluice/compress/detail/common.hpp>
 #include <sluice/compress/detail/select.hpp>
 #include <sluice/compress/detail/sparse_frame.hpp>
+#include <sluice/core/serial.hpp>
 #include <sluice/core/sparse.hpp>
 
 namespace sluice {
@@ -41,6 +42,10 @@ struct threshold_top_k {
   double tolerance = 0.25;  ///< relative deviation of the count from k accepted, in [0, 1)
 
   friend bool operator==(threshold_top_k const&, threshold_top_k const&) = default;
+  /// Identity of the value (attach checks, checkpoints): its fields, not its printed form.
+  friend void hash_append(serial::hasher& h, threshold_top_k const& v) {
+    h("threshold_top_k", v.ratio, v.sample, v.tolerance);
+  }
 
   template <Element T>
   struct workspace {

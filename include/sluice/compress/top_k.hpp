@@ -16,6 +16,7 @@
 #include <sluice/compress/detail/common.hpp>
 #include <sluice/compress/detail/select.hpp>
 #include <sluice/compress/detail/sparse_frame.hpp>
+#include <sluice/core/serial.hpp>
 #include <sluice/core/sparse.hpp>
 
 namespace sluice {
@@ -33,6 +34,8 @@ struct top_k {
   static constexpr codec_strength<top_k, double> strength{&top_k::ratio, "fraction kept", 0.25};
 
   friend bool operator==(top_k const&, top_k const&) = default;
+  /// Identity of the value (attach checks, checkpoints): its fields, not its printed form.
+  friend void hash_append(serial::hasher& h, top_k const& v) { h("top_k", v.ratio); }
 
   /// Per-tensor scratch: selection buffers and the selected indices and values.
   template <Element T>

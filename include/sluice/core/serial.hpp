@@ -4,13 +4,14 @@
 // (a versioned record sealed by a checksum, opened with the same checks and errc everywhere).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <span>
-#include <vector>
-
 #include <string_view>
+#include <type_traits>
+#include <vector>
 
 #include <sluice/core/element.hpp>  // asserts a little-endian host
 #include <sluice/core/error.hpp>
@@ -30,6 +31,80 @@ inline std::uint64_t stable_hash(std::span<std::byte const> bytes) noexcept {
   h *= 0x94d049bb133111ebull;
   h ^= h >> 31;
   return h;
+}
+
+/// Streaming form of stable_hash (the same value for the same bytes) that hashes values by their
+/// fields: a policy's identity in attach checks and checkpoints. Integers hash as 64 bits whatever
+/// their width, floating point as the bits of a double, enums as their underlying value, strings
+/// as length and characters, durations as nanoseconds; any other type through an ADL-found
+/// `hash_append(hasher&, T const&)`, which a policy declares beside its fields, so that the printed
+/// form of a policy can change without changing its identity.
+class hasher {
+ public:
+  template <class... Ts>
+  hasher& operator()(Ts const&... xs) {
+    (add(xs), ...);
+    return *this;
+  }
+  /// The hash of everything added so far.
+  [[nodiscard]] std::uint64_t value() const noexcept {
+    std::uint64_t h = h_;
+    h ^= h >> 30;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 27;
+    h *= 0x94d049bb133111ebull;
+    h ^= h >> 31;
+    return h;
+  }
+  void bytes(std::span<std::byte const> b) noexcept {
+    for (std::byte x : b) {
+      h_ ^= static_cast<std::uint64_t>(x);
+      h_ *= 0x100000001b3ull;
+    }
+  }
+
+ private:
+  void word(std::uint64_t v) noexcept { bytes(std::as_bytes(std::span<std::uint64_t const>(&v, 1))); }
+  template <class T>
+  void add(T const& x) {
+    if constexpr (std::is_same_v<T, bool>) {
+      word(x ? 1u : 0u);
+    } else if constexpr (std::is_enum_v<T>) {
+      add(static_cast<std::underlying_type_t<T>>(x));
+    } else if constexpr (std::is_integral_v<T>) {
+      word(static_cast<std::uint64_t>(x));
+    } else if constexpr (std::is_floating_point_v<T>) {
+      double const d = static_cast<double>(x);
+      std::uint64_t bits = 0;
+      std::memcpy(&bits, &d, sizeof d);
+      word(bits);
+    } else if constexpr (std::is_convertible_v<T const&, std::string_view>) {
+      std::string_view const s(x);
+      word(s.size());
+      bytes(std::as_bytes(std::span<char const>(s.data(), s.size())));
+    } else if constexpr (requires { std::chrono::duration_cast<std::chrono::nanoseconds>(x); }) {
+      word(static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(x).count()));
+    } else {
+      hash_append(*this, x);
+    }
+  }
+  std::uint64_t h_ = 0xcbf29ce484222325ull;
+};
+
+/// A type whose identity serial::hasher can take: arithmetic, enum, string, duration, or a type
+/// with an ADL-found hash_append(hasher&, T const&).
+template <class T>
+concept Hashable = std::is_arithmetic_v<T> || std::is_enum_v<T> || std::is_convertible_v<T const&, std::string_view> ||
+    requires(hasher& h, T const& x) {
+  hash_append(h, x);
+};
+
+/// The hasher's value of `xs...` in order.
+template <class... Ts>
+[[nodiscard]] std::uint64_t hash_of(Ts const&... xs) {
+  hasher h;
+  h(xs...);
+  return h.value();
 }
 
 /// Appends the little-endian bytes of a trivially copyable value.

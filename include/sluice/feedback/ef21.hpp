@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <sluice/compress/detail/archetype.hpp>
+#include <sluice/core/serial.hpp>
 #include <sluice/feedback/concepts.hpp>
 #include <sluice/feedback/detail/kernels.hpp>
 
@@ -50,6 +51,8 @@ struct ef21 {
   element_type precision = element_type::f32;                     ///< estimate storage: f32 or bf16
   non_finite_policy non_finite = non_finite_policy::throw_error;  ///< what NaN/Inf gradients do
   friend bool operator==(ef21 const&, ef21 const&) = default;
+  /// Identity of the value (attach checks, checkpoints): its fields, not its printed form.
+  friend void hash_append(serial::hasher& h, ef21 const& v) { h("ef21", v.precision, v.non_finite); }
 
   /// Encodes g - h and moves h by what was sent; see FeedbackFor.
   template <class C, Element T>

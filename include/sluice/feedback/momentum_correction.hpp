@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <sluice/compress/detail/archetype.hpp>
+#include <sluice/core/serial.hpp>
 #include <sluice/feedback/concepts.hpp>
 #include <sluice/feedback/detail/kernels.hpp>
 
@@ -77,6 +78,10 @@ struct momentum_correction {
   element_type precision = element_type::f32;                     ///< state storage: f32 or bf16
   non_finite_policy non_finite = non_finite_policy::throw_error;  ///< what NaN/Inf gradients do
   friend bool operator==(momentum_correction const&, momentum_correction const&) = default;
+  /// Identity of the value (attach checks, checkpoints): its fields, not its printed form.
+  friend void hash_append(serial::hasher& h, momentum_correction const& v) {
+    h("momentum_correction", v.momentum, v.nesterov, v.precision, v.non_finite);
+  }
 
   /// Accumulates momentum, encodes the accumulator, masks what was sent; see FeedbackFor.
   template <class C, Element T>

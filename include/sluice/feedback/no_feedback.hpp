@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <sluice/compress/detail/archetype.hpp>
+#include <sluice/core/serial.hpp>
 #include <sluice/feedback/concepts.hpp>
 #include <sluice/feedback/detail/kernels.hpp>
 
@@ -21,6 +22,8 @@ struct no_feedback {
   static constexpr std::size_t state_buffers = 0;
   non_finite_policy non_finite = non_finite_policy::throw_error;  ///< what NaN/Inf gradients do
   friend bool operator==(no_feedback const&, no_feedback const&) = default;
+  /// Identity of the value (attach checks, checkpoints): its fields, not its printed form.
+  friend void hash_append(serial::hasher& h, no_feedback const& v) { h("no_feedback", v.non_finite); }
 
   /// Encodes `grad` with the warmed-up codec; see FeedbackFor.
   template <class C, Element T>

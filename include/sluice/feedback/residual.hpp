@@ -13,6 +13,7 @@
 
 #include <sluice/compress/concepts.hpp>
 #include <sluice/compress/detail/archetype.hpp>
+#include <sluice/core/serial.hpp>
 #include <sluice/feedback/concepts.hpp>
 #include <sluice/feedback/detail/kernels.hpp>
 
@@ -92,6 +93,8 @@ struct residual {
   non_finite_policy non_finite = non_finite_policy::throw_error;  ///< what NaN/Inf gradients do
   bool fuse = true;  ///< use a fused path when the codec has one (false: always the unfused composition)
   friend bool operator==(residual const&, residual const&) = default;
+  /// Identity of the value (attach checks, checkpoints): its fields, not its printed form.
+  friend void hash_append(serial::hasher& h, residual const& v) { h("residual", v.precision, v.non_finite, v.fuse); }
 
   /// Compensates, encodes and updates the residual; see FeedbackFor.
   template <class C, Element T>

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <sluice/core/element.hpp>
+#include <sluice/core/serial.hpp>
 #include <sluice/optim/concepts.hpp>
 #include <sluice/optim/detail/adam_kernel.hpp>
 #include <sluice/optim/detail/step.hpp>
@@ -43,6 +44,10 @@ struct adam {
   std::uint64_t seed = 0;                       ///< keys the stochastic-rounding stream (bf16 states)
 
   friend bool operator==(adam const&, adam const&) = default;
+  /// Identity of the value (attach checks, checkpoints): its fields, not its printed form.
+  friend void hash_append(serial::hasher& h, adam const& v) {
+    h("adam", v.lr, v.beta1, v.beta2, v.eps, v.weight_decay, v.sparse, v.state_type, v.seed);
+  }
 
   /// Two moments (m, v) per element, in state_type; per-entry steps for catch_up.
   [[nodiscard]] state_layout layout() const noexcept { return {2, state_type, sparse == sparse_mode::catch_up}; }

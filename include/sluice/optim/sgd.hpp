@@ -9,6 +9,7 @@
 
 #include <sluice/core/element.hpp>
 #include <sluice/core/error.hpp>
+#include <sluice/core/serial.hpp>
 #include <sluice/optim/concepts.hpp>
 #include <sluice/optim/detail/sgd_kernel.hpp>
 #include <sluice/optim/detail/step.hpp>
@@ -45,6 +46,10 @@ struct sgd {
   std::uint64_t seed = 0;                       ///< keys the stochastic-rounding stream (bf16 states)
 
   friend bool operator==(sgd const&, sgd const&) = default;
+  /// Identity of the value (attach checks, checkpoints): its fields, not its printed form.
+  friend void hash_append(serial::hasher& h, sgd const& v) {
+    h("sgd", v.lr, v.momentum, v.dampening, v.weight_decay, v.nesterov, v.sparse, v.state_type, v.seed);
+  }
 
   /// One momentum buffer per element when momentum != 0; per-entry steps for catch_up.
   [[nodiscard]] state_layout layout() const noexcept {

@@ -6,6 +6,7 @@
 #include <span>
 
 #include <sluice/compress/concepts.hpp>
+#include <sluice/core/serial.hpp>
 
 namespace sluice::compress_detail {
 
@@ -13,6 +14,8 @@ namespace sluice::compress_detail {
 struct codec_archetype {
   using codec_concept = codec_tag;
   friend bool operator==(codec_archetype const&, codec_archetype const&) = default;
+  /// Identity of the value (attach checks, checkpoints): its fields, not its printed form.
+  friend void hash_append(serial::hasher& h, codec_archetype const&) { h("codec_archetype"); }
 
   [[nodiscard]] std::size_t max_encoded_bytes(std::size_t n) const noexcept;
   template <Element T>
