@@ -285,7 +285,7 @@ void sparse_allgather_encoded(T& t, C const& codec, std::span<std::byte const> m
                               collective_context const& ctx, sparse_allgather_workspace<C>& ws) {
   ws.messages.resize(static_cast<std::size_t>(t.size()));
   auto& mine = ws.messages[static_cast<std::size_t>(t.rank())];
-  mine.assign(message.begin(), message.end());
+  if (message.data() != mine.data()) mine.assign(message.begin(), message.end());  // else encoded in place
   ws.sent_bytes = detail::allgather_sum_dense(t, codec, out, ctx, 0, true, ws, deadline::after(ctx.timeout));
 }
 
@@ -369,7 +369,8 @@ void sparse_allgather_encoded(T& t, C const& codec, std::span<std::byte const> m
                               sparse_buffer<float>& out, collective_context const& ctx,
                               sparse_allgather_workspace<C>& ws, sparse_allgather_options const& opt = {}) {
   ws.messages.resize(static_cast<std::size_t>(t.size()));
-  ws.messages[static_cast<std::size_t>(t.rank())].assign(message.begin(), message.end());
+  auto& mine = ws.messages[static_cast<std::size_t>(t.rank())];
+  if (message.data() != mine.data()) mine.assign(message.begin(), message.end());  // else encoded in place
   std::size_t block = 0;
   ws.sent_bytes = detail::allgather_sum_sparse(t, codec, extent, ctx, 0, opt.dense_above, ws,
                                                deadline::after(ctx.timeout), block, out);

@@ -167,12 +167,9 @@ class adaptive_control {
               "adaptive_control: the solver may choose buckets of {} bytes, but the pipeline's bucket_bytes is {} "
               "for the whole run; fix config_request::bucket_cap_bytes = {}",
               cap, o.bucket_bytes, o.bucket_bytes);
-    // The pipeline's tags: its collectives' at tags_per_collective * [1, 4097), attach()'s at
-    // tag_limit - 64 and the two after.
-    std::uint32_t const tag = to_underlying(ctl.options().tag);
-    require(tag >= tags_per_collective * 4097 && (tag < tag_limit - 64 || tag > tag_limit - 62), errc::invalid_argument,
-            "adaptive_control: controller tag {} falls among the pipeline's own tags; use a tag in [{}, {})", tag,
-            tags_per_collective * 4097, tag_limit - 64);
+    require(pipeline_tags::is_free(ctl.options().tag), errc::invalid_argument,
+            "adaptive_control: controller tag {} falls among the pipeline's own tags; use a tag in [{}, {})",
+            to_underlying(ctl.options().tag), pipeline_tags::first_free, to_underlying(pipeline_tags::attach));
   }
 
   Pipeline* pipe_;

@@ -5,24 +5,23 @@
 // optimizer on fp32 master weights) — on three stage threads, so that encoding bucket i + 1
 // overlaps the exchange of bucket i and, with staleness s >= 1, the exchange and update of step t
 // overlap the trainer's compute of step t + 1 (StellaTrain's pipelined iterations).
+//
+// The class holds the trainer's calls and the buffers; its rooms are: pipeline/options.hpp (the
+// values it is built from, the tag owner), pipeline/exchange.hpp (one strategy type per
+// aggregation, chosen once), pipeline/detail/stages.hpp (threads, queues, progress, telemetry),
+// pipeline/detail/agreement.hpp (what ranks agree on) and pipeline/checkpoint.hpp.
 #pragma once
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <chrono>
-#include <cmath>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <deque>
-#include <exception>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
-#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -31,118 +30,27 @@
 
 #include <sluice/bucket/layout.hpp>
 #include <sluice/bucket/plan.hpp>
-#include <sluice/collective/ring_allreduce.hpp>
-#include <sluice/collective/scatter_reduce_allgather.hpp>
-#include <sluice/collective/sparse_allgather.hpp>
-#include <sluice/compress/identity.hpp>
 #include <sluice/core/error.hpp>
-#include <sluice/core/parallel.hpp>
 #include <sluice/core/serial.hpp>
 #include <sluice/feedback/concepts.hpp>
-#include <sluice/feedback/momentum_correction.hpp>
-#include <sluice/feedback/no_feedback.hpp>
-#include <sluice/feedback/non_finite.hpp>
 #include <sluice/optim/concepts.hpp>
-#include <sluice/optim/sgd.hpp>
 #include <sluice/optim/state.hpp>
 #include <sluice/optim/step.hpp>
+#include <sluice/pipeline/checkpoint.hpp>
 #include <sluice/pipeline/concepts.hpp>
+#include <sluice/pipeline/detail/agreement.hpp>
+#include <sluice/pipeline/detail/rules.hpp>
+#include <sluice/pipeline/detail/stages.hpp>
+#include <sluice/pipeline/exchange.hpp>
+#include <sluice/pipeline/options.hpp>
 #include <sluice/transport/concepts.hpp>
-
-#if SLUICE_HAS_OPENMP
-#include <omp.h>
-#endif
 
 namespace sluice {
 
-/// How the pipeline aggregates a compressed bucket. `by_codec` (the default) follows the codec:
-/// sparse codecs (codec_traits<C>::is_sparse) use the sparse allgather, `identity` the ring
-/// allreduce, every other codec the compressed scatter-reduce-allgather. Buckets that bypass
-/// compression (small or 1-D tensors, bucket_options) always use the ring allreduce.
-struct by_codec {};
-struct by_sparse_allgather {};          ///< every rank's frame to every rank, summed in rank order
-struct by_scatter_reduce_allgather {};  ///< CGX: owners reduce a chunk each, re-encode, allgather
-struct by_ring_allreduce {};            ///< dense fp32 ring; the codec is not used
-/// Dense fp32 sum of every bucket through the MPI library's blocking MPI_Allreduce (in place,
-/// MPI_SUM), then divided by the world size like the ring: the DDP-equivalent baseline. Needs
-/// sluice::identity, sluice::no_feedback and an MPI transport (MpiAllreduce: sluice::mpi_transport);
-/// the call has no deadline (options.timeout does not apply to it; see mpi_transport::mpi_allreduce_sum).
-struct by_mpi_allreduce {};
-
-/// Options of a pipeline. A regular value.
-struct pipeline_options {
-  unsigned staleness = 0;  ///< 0, 1 or 2: the parameters step(t) leaves to the trainer hold updates 0 .. t - s
-  std::size_t bucket_bytes = std::size_t{25} << 20;       ///< bytes per bucket (bucket_options::cap_bytes), > 0
-  std::size_t first_bucket_bytes = std::size_t{1} << 20;  ///< bytes of the first bucket, > 0
-  std::size_t bypass_below_elements = 1024;               ///< tensors with fewer elements are not compressed (CGX)
-  std::size_t bypass_max_dims = 1;            ///< tensors of at most this many dimensions are not compressed
-  std::uint64_t seed = 0;                     ///< job-wide seed of the random codecs and stochastic rounding
-  std::chrono::milliseconds timeout{60'000};  ///< deadline of each collective call and of each wait for a peer
-  bool sparse_apply = true;                   ///< sparse codecs: sum to a sparse result and step the optimizer sparsely
-  bool broadcast_parameters = true;           ///< attach() copies rank 0's parameters to every rank (as DDP does)
-  bool measure_residual = false;              ///< step_report::residual_norm (one read pass over the feedback state)
-  int kernel_threads = 0;  ///< OpenMP threads each stage thread's kernels may use; 0: omp_get_max_threads()
-  friend bool operator==(pipeline_options const&, pipeline_options const&) = default;
-};
-
-/// Code run at step boundaries on a pipeline's own threads, set with pipeline::set_step_hook
-/// before attach(); pipeline/adaptive.hpp binds the solver's controller through it. C: the
-/// pipeline's codec type, Tr: its transport type.
-template <class C, class Tr>
-struct step_hook {
-  virtual ~step_hook() = default;
-  /// The exchange thread, once per step in step order, before this rank's first collective of
-  /// `step` (after its first bucket is encoded): the transport may be used here, and only by this
-  /// thread. A throw stops the pipeline and reaches the trainer's next call.
-  virtual void before_exchange(Tr& transport, std::uint64_t step) = 0;
-  /// The trainer's thread, as step `step` begins (its first gradient handed in), before any of its
-  /// encodes: may change `codec`, the value step `step` and later ones run with (as set_codec).
-  virtual void before_encode(std::uint64_t step, C& codec) = 0;
-};
-
-namespace detail::pipeline {
-
-/// Type-erased telemetry sink (one virtual call per sample).
-struct sink_base {
-  virtual ~sink_base() = default;
-  virtual void record(stage_sample const&) noexcept = 0;
-  virtual void record(step_report const&) noexcept = 0;
-};
-template <TelemetrySink S>
-struct sink_ref final : sink_base {
-  S* s;
-  explicit sink_ref(S& x) noexcept : s(&x) {}
-  void record(stage_sample const& x) noexcept override { s->record(x); }
-  void record(step_report const& x) noexcept override { s->record(x); }
-};
-
-template <class T>
-inline constexpr bool dependent_false = false;
-
-template <class F>
-inline constexpr bool is_momentum_correction = std::is_same_v<F, momentum_correction>;
-
-/// The collective tag by_codec resolves to for codec C.
-template <class C, class Choice>
-struct resolve_collective {
-  using type = Choice;
-};
-template <class C>
-struct resolve_collective<C, by_codec> {
-  using type = std::conditional_t<
-      std::is_same_v<C, identity>, by_ring_allreduce,
-      std::conditional_t<codec_traits<C>::is_sparse, by_sparse_allgather, by_scatter_reduce_allgather>>;
-};
-
-inline constexpr std::uint32_t magic = 0x50504c53;  // "SLPP"
-inline constexpr std::uint16_t version = 1;
-
-}  // namespace detail::pipeline
-
 /// The assembled pipeline. C: codec, F: feedback, O: optimizer, T: transport — an rvalue is moved
-/// in and owned (std::move(endpoint)); an lvalue is referred to (T deduces to a reference, for
-/// engines that do not move, such as zmq_transport; it must outlive the pipeline). Collective:
-/// by_codec or one of the by_* tags. Construct from values:
+/// in and owned (std::move(endpoint), for local_transport); an lvalue is referred to (T deduces
+/// to a reference, for engines that do not move, such as zmq_transport and mpi_transport; it
+/// must outlive the pipeline). Collective: by_codec or one of the by_* tags. Construct from values:
 ///
 ///   sluice::pipeline pipe{sluice::block_top_k{.ratio = 0.01}, sluice::residual{}, sluice::adam{.lr = 1e-3},
 ///                         std::move(transport), sluice::pipeline_options{.staleness = 1}};
@@ -156,42 +64,19 @@ inline constexpr std::uint16_t version = 1;
 /// Errors on a stage thread stop the pipeline and are rethrown by the trainer's next call.
 template <class C, class F, class O, class T, class Collective = by_codec>
 requires Codec<C, float> && FeedbackFor<F, C, float> && Optimizer<O> && Transport<std::remove_cvref_t<T>>
-class pipeline {
+class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
+  using rules = detail::pipeline::rules<C, F, O, T, Collective>;
+
  public:
   using codec_type = C;
   using feedback_type = F;
   using optimizer_type = O;
   using transport_type = std::remove_cvref_t<T>;
-  using collective = typename detail::pipeline::resolve_collective<C, Collective>::type;
-
-  static constexpr bool sparse_exchange = std::is_same_v<collective, by_sparse_allgather>;
-  static constexpr bool ring_exchange = std::is_same_v<collective, by_ring_allreduce>;
-  static constexpr bool mpi_exchange = std::is_same_v<collective, by_mpi_allreduce>;
-  static constexpr bool dense_exchange = ring_exchange || mpi_exchange;  ///< every bucket summed as fp32
-
-  static_assert(!sparse_exchange || codec_traits<C>::is_sparse,
-                "sluice::pipeline: by_sparse_allgather sums sparse frames, but this codec is dense (codec_traits<C>"
-                "::is_sparse is false); use by_codec or by_scatter_reduce_allgather for quantizers");
-  static_assert(!ring_exchange || std::is_same_v<F, no_feedback>,
-                "sluice::pipeline: by_ring_allreduce sends the gradient exactly, so error feedback has nothing to "
-                "compensate; use sluice::no_feedback{} (or a compressing codec with by_codec)");
-  static_assert(!ring_exchange || std::is_same_v<C, identity>,
-                "sluice::pipeline: by_ring_allreduce sends fp32 and would ignore this codec; use sluice::identity{} "
-                "or by_codec to aggregate compressed frames");
-  static_assert(!mpi_exchange || MpiAllreduce<transport_type>,
-                "sluice::pipeline: by_mpi_allreduce calls MPI_Allreduce on the transport's communicator, but this "
-                "transport is not MPI; use sluice::mpi_transport (target sluice::mpi), or by_ring_allreduce for the "
-                "same dense sum over any transport");
-  static_assert(!mpi_exchange || std::is_same_v<F, no_feedback>,
-                "sluice::pipeline: by_mpi_allreduce sends the gradient exactly, so error feedback has nothing to "
-                "compensate; use sluice::no_feedback{} (or a compressing codec with by_codec)");
-  static_assert(!mpi_exchange || std::is_same_v<C, identity>,
-                "sluice::pipeline: by_mpi_allreduce sums fp32 with MPI_Allreduce and would ignore this codec; use "
-                "sluice::identity{} or by_codec to aggregate compressed frames");
-  static_assert(
-      !detail::pipeline::is_momentum_correction<F> || std::is_same_v<O, sgd>,
-      "sluice::pipeline: momentum_correction (DGC) accumulates momentum before selection, so the optimizer "
-      "must not keep its own; use sluice::sgd{} with momentum = 0, or sluice::residual{} with this optimizer");
+  using collective = typename rules::collective;
+  static constexpr bool sparse_exchange = rules::sparse_exchange;
+  static constexpr bool ring_exchange = rules::ring_exchange;
+  static constexpr bool mpi_exchange = rules::mpi_exchange;
+  static constexpr bool dense_exchange = rules::dense_exchange;  ///< every bucket summed as fp32
 
   pipeline(C codec, F feedback, O optimizer, T&& transport, pipeline_options options = {}, Collective = {})
       : codec_(std::move(codec)),
@@ -199,23 +84,12 @@ class pipeline {
         opt_(std::move(optimizer)),
         t_(std::forward<T>(transport)),
         options_(options) {
-    require(options_.staleness <= 2, errc::invalid_argument,
-            "pipeline: staleness {} is not supported; use 0 (synchronous), 1 or 2", options_.staleness);
-    require(options_.bucket_bytes > 0 && options_.first_bucket_bytes > 0, errc::invalid_argument,
-            "pipeline: bucket_bytes and first_bucket_bytes must be > 0");
-    require(options_.timeout.count() > 0, errc::invalid_argument, "pipeline: timeout must be > 0");
-    require(options_.kernel_threads >= 0, errc::invalid_argument, "pipeline: kernel_threads {} must be >= 0",
-            options_.kernel_threads);
-    opt_.validate();
-    if constexpr (requires { codec_.validate(); }) codec_.validate();
-    if constexpr (detail::pipeline::is_momentum_correction<F>)
-      require(opt_.momentum == 0, errc::invalid_argument,
-              "pipeline: momentum_correction keeps the momentum (DGC); set sgd.momentum = 0 (it is {})", opt_.momentum);
+    rules::validate(codec_, feedback_, opt_, options_);
   }
 
   pipeline(pipeline const&) = delete;
   pipeline& operator=(pipeline const&) = delete;
-  ~pipeline() { stop_threads(); }
+  ~pipeline() { stages_.stop(); }
 
   /// Sizes every buffer for `l` (no allocation afterwards), checks that every rank attached the
   /// same layout and options (errc::size_mismatch naming the first differing tensor, on every
@@ -235,7 +109,7 @@ class pipeline {
               l[i].elements(), params[i].size());
     }
     layout_ = l;
-    check_same_everywhere();
+    run_ = detail::pipeline::agree_on_attach(t_, layout_, config_id(), describe(), options_.timeout);
     plan_ = bucket_plan(l, bucket_options{.cap_bytes = options_.bucket_bytes,
                                           .first_cap_bytes = options_.first_bucket_bytes,
                                           .bypass_below_elements = options_.bypass_below_elements,
@@ -243,10 +117,13 @@ class pipeline {
     user_.assign(params.begin(), params.end());
     build_buffers();
     for (std::size_t i = 0; i < user_.size(); ++i) gather(i, std::span<float const>(user_[i]), master_);
-    if (options_.broadcast_parameters) broadcast_master();
-    epoch_ = clock::now();
+    if (options_.broadcast_parameters) {
+      detail::pipeline::broadcast_parameters(t_, std::span<float>(master_), options_.timeout);
+      for (std::size_t i = 0; i < user_.size(); ++i) scatter(i, user_[i]);
+    }
     attached_ = true;
-    start_threads();
+    stages_.start({[this] { encode_loop(); }, [this] { exchange_loop(); }, [this] { apply_loop(); }},
+                  options_.kernel_threads);
   }
 
   /// Hands in tensor `tensor`'s gradient of the current step (call it as backward produces each
@@ -264,17 +141,13 @@ class pipeline {
     if (reported_count_ == 0) begin_step();
     reported_[tensor] = 1;
     ++reported_count_;
-    gather(tensor, grad, grads_[gbuf_]);
-    std::vector<std::size_t> ready;
-    for (auto const& [b, chunks] : tensor_buckets_[tensor]) {
-      pending_[b] -= chunks;
-      if (pending_[b] == 0) ready.push_back(b);
-    }
-    if (!ready.empty()) {
-      std::lock_guard lock(m_);
-      for (std::size_t b : ready) encode_queue_.push_back({step_, b});
-    }
-    if (!ready.empty()) cv_.notify_all();
+    auto& g = grads_[gbuf_];
+    for (auto const& p : placements_[tensor])
+      std::memcpy(g.data() + p.flat, grad.data() + p.offset, p.count * sizeof(float));
+    ready_.clear();
+    for (auto const& [b, chunks] : tensor_buckets_[tensor])
+      if ((pending_[b] -= chunks) == 0) ready_.push_back(b);
+    stages_.push_encode(step_, ready_);
   }
 
   /// Ends the step whose gradients were handed in through gradient_ready (all tensors must have
@@ -345,167 +218,81 @@ class pipeline {
   [[nodiscard]] pipeline_options const& options() const noexcept { return options_; }
   [[nodiscard]] transport_type& transport() noexcept { return t_; }
   [[nodiscard]] feedback_state const& residuals() const noexcept { return *fstate_; }
+  /// The id of this run, agreed at attach (rank 0 draws it) and carried by checkpoints: a restored
+  /// pipeline continues the saved run's id, and every rank must continue the same run.
+  [[nodiscard]] std::uint64_t run_id() const noexcept { return run_; }
   /// The report of the last step whose buckets were all applied.
-  [[nodiscard]] step_report last_report() const {
-    std::lock_guard lock(m_);
-    return last_report_;
-  }
+  [[nodiscard]] step_report last_report() const { return stages_.last_report(); }
 
   /// Sends every stage sample and step report to `sink` from now on (the sink must outlive the
   /// pipeline or the next set_telemetry call). Call between steps.
   template <TelemetrySink S>
   void set_telemetry(S& sink) {
-    auto p = std::make_shared<detail::pipeline::sink_ref<S>>(sink);
-    std::lock_guard lock(m_);
-    sink_ = std::move(p);
+    stages_.set_sink(std::make_shared<detail::pipeline::sink_ref<S>>(sink));
   }
 
   /// Everything needed to continue bit-identically in a fresh process: configuration and layout
-  /// fingerprints, step counters, master and published parameters, error-feedback state, optimizer
-  /// state, and the aggregated gradients not yet applied. Versioned and checksummed. Waits for the
-  /// stages to finish what they can; call between steps.
+  /// identity, the run id, step counters, master and published parameters, error-feedback state,
+  /// optimizer state, and the aggregated gradients not yet applied. Versioned and checksummed.
+  /// Waits for the stages to finish what they can; call between steps.
   [[nodiscard]] std::vector<std::byte> save() {
     check_usable("save");
     require(reported_count_ == 0, errc::invalid_argument, "pipeline: save() in the middle of step {}", step_);
-    wait_idle();
-    std::vector<std::byte> out;
-    using serial::put;
-    put<std::uint32_t>(out, detail::pipeline::magic);
-    put<std::uint16_t>(out, detail::pipeline::version);
-    put<std::uint16_t>(out, 0);
-    put<std::uint64_t>(out, config_hash());
-    put<std::uint64_t>(out, layout_.fingerprint());
-    put<std::uint64_t>(out, step_);
-    put<std::uint64_t>(out, published_);
-    put_floats(out, master_);
-    for (auto const& u : user_) put_floats(out, std::span<float const>(u));
-    put_blob(out, fstate_->save());
-    for (std::size_t b = 0; b < buckets_.size(); ++b) {
-      auto& bk = buckets_[b];
-      put_blob(out, bk.ostate.save());
-      bool const pending = bk.applied < bk.exchanged;
-      put<std::uint8_t>(out, pending ? 1 : 0);
-      if (!pending) continue;
-      if (bk.sparse_result) {
-        put<std::uint64_t>(out, bk.sparse_sum.block_size());
-        put<std::uint64_t>(out, bk.sparse_sum.nnz());
-        auto const idx = bk.sparse_sum.indices();
-        serial::append(out, std::as_bytes(idx));
-        put_floats(out, std::span<float const>(bk.sparse_sum.values()));
-      } else {
-        put_floats(out, std::span<float const>(bk.dense_sum));
-      }
+    stages_.wait_idle(step_);
+    bool const pending = published_ + 1 < step_;  // every bucket has applied min(step_, published_ + 1)
+    std::vector<std::vector<std::byte>> optimizer;
+    std::vector<bucket_sum const*> sums;
+    for (auto const& bk : buckets_) {
+      optimizer.push_back(bk.ostate.save());
+      sums.push_back(pending ? &bk.sum : nullptr);
     }
-    put<std::uint64_t>(out, serial::stable_hash(out));
-    return out;
+    return detail::pipeline::write_checkpoint(shape(), run_, step_, published_, master_, user_, fstate_->save(),
+                                              optimizer, sums);
   }
 
   /// Restores save()'s bytes into a pipeline attached to the same layout with the same policies,
-  /// options and world size. Checks everything before changing anything: errc::malformed_message
-  /// for damaged bytes (checksum, truncation), errc::size_mismatch for another configuration or
-  /// layout. Writes the saved (published) parameters to the trainer's spans.
+  /// options and world size, right after attach. Checks everything before changing anything:
+  /// errc::malformed_message for damaged bytes or values a pipeline never writes,
+  /// errc::size_mismatch for another configuration or layout. Writes the saved (published)
+  /// parameters to the trainer's spans. Before the first exchange, every rank checks that all
+  /// continue the same run from the same step (errc::size_mismatch on every rank otherwise).
   void restore(std::span<std::byte const> bytes) {
     check_usable("restore");
     require(reported_count_ == 0 && step_ == 0, errc::invalid_argument,
             "pipeline: restore() into a pipeline that has run steps ({}); restore right after attach()", step_);
-    wait_idle();
-    require(bytes.size() >= 8, errc::malformed_message, "pipeline checkpoint: {} bytes is truncated", bytes.size());
-    std::uint64_t sum = 0;
-    std::memcpy(&sum, bytes.data() + bytes.size() - 8, 8);
-    require(serial::stable_hash(bytes.first(bytes.size() - 8)) == sum, errc::malformed_message,
-            "pipeline checkpoint: checksum mismatch (the file is damaged or not a pipeline checkpoint)");
-    serial::reader r(bytes.first(bytes.size() - 8));
-    std::uint32_t mg = 0;
-    std::uint16_t ver = 0, zero = 0;
-    std::uint64_t cfg = 0, fp = 0, steps = 0, published = 0;
-    bool ok = r.get(mg) && r.get(ver) && r.get(zero) && r.get(cfg) && r.get(fp) && r.get(steps) && r.get(published);
-    require(ok && mg == detail::pipeline::magic, errc::malformed_message, "pipeline checkpoint: bad header");
-    require(ver == detail::pipeline::version, errc::malformed_message,
-            "pipeline checkpoint: version {} is not supported (this reader: {})", ver, detail::pipeline::version);
-    require(cfg == config_hash(), errc::size_mismatch,
-            "pipeline checkpoint: saved by a pipeline with other policies, options or world size (this one: {})",
-            describe());
-    require(fp == layout_.fingerprint(), errc::size_mismatch,
-            "pipeline checkpoint: saved for another layout (fingerprint {:016x}, this layout {:016x})", fp,
-            layout_.fingerprint());
-    require(published <= steps, errc::malformed_message, "pipeline checkpoint: {} updates published of {} steps",
-            published, steps);
-    // Parse into temporaries first; commit only when everything checked out.
-    std::vector<float> master(master_.size());
-    ok = get_floats(r, master);
-    std::vector<std::vector<float>> user(user_.size());
-    for (std::size_t i = 0; ok && i < user_.size(); ++i) {
-      user[i].resize(user_[i].size());
-      ok = get_floats(r, user[i]);
-    }
-    std::span<std::byte const> fblob;
-    ok = ok && get_blob(r, fblob);
-    require(ok, errc::malformed_message, "pipeline checkpoint: truncated parameters");
+    stages_.wait_idle(step_);
+    auto c = detail::pipeline::read_checkpoint(bytes, shape(), describe());
     feedback_state fs = *fstate_;
-    fs.restore(fblob);
+    fs.restore(c.feedback);
     std::vector<optimizer_state<O>> os;
-    struct pending_sum {
-      bool pending = false;
-      std::vector<std::uint32_t> idx;
-      std::vector<float> values;
-      std::size_t block = 1;
-    };
-    std::vector<pending_sum> sums(buckets_.size());
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
-      std::span<std::byte const> oblob;
-      std::uint8_t pending = 0;
-      require(get_blob(r, oblob) && r.get(pending) && pending <= 1, errc::malformed_message,
-              "pipeline checkpoint: bucket {} is truncated", b);
       os.push_back(buckets_[b].ostate);
-      os.back().restore(oblob);
-      auto& ps = sums[b];
-      ps.pending = pending == 1;
-      if (!ps.pending) continue;
-      if (buckets_[b].sparse_result) {
-        std::uint64_t block = 0, nnz = 0;
-        require(r.get(block) && r.get(nnz) && block >= 1 && nnz <= buckets_[b].elements &&
-                    nnz * block <= buckets_[b].elements,
-                errc::malformed_message, "pipeline checkpoint: bucket {}: bad pending sparse sum", b);
-        ps.block = block;
-        ps.idx.resize(nnz);
-        std::span<std::byte const> raw;
-        ps.values.resize(nnz * block);
-        require(r.take(nnz * sizeof(std::uint32_t), raw) && get_floats(r, ps.values), errc::malformed_message,
-                "pipeline checkpoint: bucket {}: truncated pending sparse sum", b);
-        std::memcpy(ps.idx.data(), raw.data(), raw.size());
-        sparse_view<float const> const v{ps.idx, ps.values, buckets_[b].elements, ps.block};
-        v.validate("pipeline checkpoint");
-      } else {
-        ps.values.resize(buckets_[b].elements);
-        require(get_floats(r, ps.values), errc::malformed_message,
-                "pipeline checkpoint: bucket {}: truncated pending sum", b);
-      }
+      os.back().restore(c.buckets[b].optimizer);
     }
-    require(r.left() == 0, errc::malformed_message, "pipeline checkpoint: {} trailing bytes", r.left());
-    // Commit.
-    std::lock_guard lock(m_);
-    master_ = std::move(master);
+    // Commit: the stage threads wait for work the trainer has not handed in.
+    master_ = std::move(c.master);
     *fstate_ = std::move(fs);
-    step_ = steps;
-    published_ = published;
+    step_ = c.steps;
+    published_ = c.published;
+    run_ = c.run;
+    std::vector<std::uint8_t> pending(buckets_.size(), 0);
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
       auto& bk = buckets_[b];
+      auto& saved = c.buckets[b];
       bk.ostate = std::move(os[b]);
-      bk.encoded = bk.exchanged = steps;
-      bk.applied = sums[b].pending ? steps - 1 : steps;
-      if (!sums[b].pending) continue;
-      if (bk.sparse_result) {
-        bk.sparse_sum.reset(bk.elements, sums[b].block);
-        bk.sparse_sum.resize_for_overwrite(sums[b].idx.size());
-        std::copy(sums[b].idx.begin(), sums[b].idx.end(), bk.sparse_sum.indices().begin());
-        std::copy(sums[b].values.begin(), sums[b].values.end(), bk.sparse_sum.values().begin());
+      pending[b] = saved.pending ? 1 : 0;
+      if (!saved.pending) continue;
+      if (bk.sum.sparse) {
+        bk.sum.sparse_values.reset(bk.elements, saved.block);
+        bk.sum.sparse_values.resize_for_overwrite(saved.indices.size());
+        std::copy(saved.indices.begin(), saved.indices.end(), bk.sum.sparse_values.indices().begin());
+        std::copy(saved.values.begin(), saved.values.end(), bk.sum.sparse_values.values().begin());
       } else {
-        bk.dense_sum = std::move(sums[b].values);
+        bk.sum.dense = std::move(saved.values);
       }
-      apply_queue_.push_back({steps - 1, b});
     }
-    for (std::size_t i = 0; i < user_.size(); ++i) std::copy(user[i].begin(), user[i].end(), user_[i].begin());
-    cv_.notify_all();
+    for (std::size_t i = 0; i < user_.size(); ++i) std::copy(c.user[i].begin(), c.user[i].end(), user_[i].begin());
+    stages_.restore(step_, published_, pending);
   }
 
   /// "codec + feedback + optimizer over N ranks, options" for logs and error messages.
@@ -515,45 +302,30 @@ class pipeline {
   }
 
  private:
-  using clock = std::chrono::steady_clock;
+  using clock = detail::pipeline::clock;
+  using work = detail::pipeline::work;
+  using codec_exchange = exchange_for<C, Collective>;
+  using bypass_exchange = sluice::dense_exchange<mpi_exchange>;
 
-  // One bucket: where its elements sit in the flat buffers, its buffers and its progress counters
-  // (steps whose encode / exchange / apply have finished).
-  struct bucket_state {
-    std::size_t id = 0, first = 0, elements = 0;
-    bool compressed = true, sparse_result = false;
-    std::size_t total_chunks = 0;
+  // One bucket: where its elements sit in the flat buffers, its exchange strategy's buffers, its
+  // sum and its optimizer state.
+  struct bucket {
+    std::size_t id = 0, first = 0, elements = 0, total_chunks = 0;
+    bool compressed = true;
     optimizer_state<O> ostate;
     feedback_workspace<C, float> fws{};
-    std::vector<std::byte> frame{};               // sparse allgather: this rank's frame
-    std::vector<std::vector<std::byte>> parts{};  // scatter-reduce-allgather: one frame per owner
-    std::vector<std::span<std::byte const>> part_views{};
-    std::vector<float> staged{};     // uncompressed buckets: the gradient, until the exchange takes it
-    std::vector<float> dense_sum{};  // the aggregated gradient, until the apply takes it
-    sparse_buffer<float> sparse_sum{};
-    sparse_allgather_workspace<C> aws{};
-    scatter_reduce_allgather_workspace<C> sws{};
-    ring_allreduce_workspace rws{};
-    std::size_t encoded_bytes = 0, sent_bytes = 0;
-    double encode_s = 0, exchange_s = 0, apply_s = 0, residual_sq = 0;
-    std::uint64_t encoded = 0, exchanged = 0, applied = 0;
-    explicit bucket_state(optimizer_state<O> s) : ostate(std::move(s)) {}
+    codec_exchange cx{};   // compressed buckets
+    bypass_exchange dx{};  // the others
+    bucket_sum sum{};
+    explicit bucket(optimizer_state<O> s) : ostate(std::move(s)) {}
   };
   struct placement {
     std::size_t offset = 0, flat = 0, count = 0;  // tensor elements [offset, offset + count) at flat[flat ...]
   };
-  struct work {
-    std::uint64_t step = 0;
-    std::size_t bucket = 0;
-  };
 
   void check_usable(char const* what) {
     require(attached_, errc::invalid_argument, "pipeline: {}() before attach()", what);
-    rethrow_failure();
-  }
-  void rethrow_failure() {
-    std::lock_guard lock(m_);
-    if (failure_) std::rethrow_exception(failure_);
+    stages_.rethrow_failure();
   }
   [[nodiscard]] std::string first_missing() const {
     for (std::size_t i = 0; i < reported_.size(); ++i)
@@ -561,107 +333,36 @@ class pipeline {
     return {};
   }
 
-  // Ranks exchange (layout, configuration) with rank 0 before anything else moves; rank 0 replies
-  // with a verdict, so every rank throws the same clear error.
-  void check_same_everywhere() {
-    int const n = t_.size(), r = t_.rank();
-    if (n == 1) return;
-    deadline const d = deadline::after(options_.timeout);
-    std::vector<std::byte> mine = layout_.serialize();
-    serial::put<std::uint64_t>(mine, config_hash());
-    message_tag const tag = attach_tag;
-    std::vector<std::byte> buf;
-    char const* const what = "pipeline::attach";
-    collective_context const ctx{.timeout = options_.timeout, .tag = tag};
-    if (r != 0) {
-      detail::send_set<transport_type> sends(t_, 1);  // settled on every way out: `mine` dies here
-      sends.start(0, tag, mine, what, ctx);
-      auto const verdict = t_.recv(0, tag + 1, buf, d);
-      sends.wait_all(d, what, ctx);
-      require(!verdict.empty(), errc::malformed_message, "pipeline::attach: empty verdict from rank 0");
-      if (verdict[0] == std::byte{0}) return;
-      std::string const text(reinterpret_cast<char const*>(verdict.data()) + 1, verdict.size() - 1);
-      throw_error(static_cast<errc>(static_cast<int>(verdict[0])), "{}", text);
-    }
-    std::vector<std::byte> verdict{std::byte{0}};
-    for (int p = 1; p < n; ++p) {
-      auto const theirs = t_.recv(p, tag, buf, d);
-      if (verdict[0] != std::byte{0}) continue;
-      try {
-        require(theirs.size() >= 8, errc::malformed_message, "pipeline::attach: rank {} sent a truncated layout", p);
-        auto const lay = theirs.first(theirs.size() - 8);
-        layouts_must_match(std::span<std::byte const>(mine).first(mine.size() - 8), 0, lay, p);
-        std::uint64_t cfg = 0;
-        std::memcpy(&cfg, theirs.data() + theirs.size() - 8, 8);
-        require(cfg == config_hash(), errc::size_mismatch,
-                "pipeline::attach: rank {} was built with other policies, options or world size than rank 0 ({})", p,
-                describe());
-      } catch (error const& e) {
-        std::string const text = e.what();
-        verdict.assign(1, static_cast<std::byte>(static_cast<int>(e.kind())));
-        auto const* c = reinterpret_cast<std::byte const*>(text.data());
-        verdict.insert(verdict.end(), c, c + text.size());
-      }
-    }
-    {
-      detail::send_set<transport_type> sends(t_, static_cast<std::size_t>(n - 1));
-      for (int p = 1; p < n; ++p) sends.start(p, tag + 1, verdict, what, ctx);
-      sends.wait_all(d, what, ctx);
-    }
-    if (verdict[0] != std::byte{0}) {
-      std::string const text(reinterpret_cast<char const*>(verdict.data()) + 1, verdict.size() - 1);
-      throw_error(static_cast<errc>(static_cast<int>(verdict[0])), "{}", text);
-    }
+  // The policies, options and world size, by their fields (never their printed form).
+  [[nodiscard]] std::uint64_t config_id() const {
+    return serial::hash_of(codec_, feedback_, opt_, t_.size(), options_, rules::collective_id);
   }
-
-  // Rank 0's parameters to every rank, in messages of at most broadcast_chunk floats (engines
-  // bound a message's size: zmq_options::max_message_bytes), in order on one tag.
-  void broadcast_master() {
-    int const n = t_.size(), r = t_.rank();
-    if (n == 1) return;
-    deadline const d = deadline::after(options_.timeout);
-    constexpr std::size_t broadcast_chunk = std::size_t{4} << 20;  // 16 MiB of fp32
-    char const* const what = "pipeline::attach (parameters)";
-    collective_context const ctx{.timeout = options_.timeout, .tag = attach_tag + 2};
-    std::vector<std::byte> buf;
-    for (std::size_t at = 0; at < master_.size(); at += broadcast_chunk) {
-      auto const part = std::span<float>(master_).subspan(at, std::min(broadcast_chunk, master_.size() - at));
-      if (r == 0) {
-        detail::send_set<transport_type> sends(t_, static_cast<std::size_t>(n - 1));
-        for (int p = 1; p < n; ++p) sends.start(p, attach_tag + 2, std::as_bytes(part), what, ctx);
-        sends.wait_all(d, what, ctx);
-      } else {
-        auto const got = t_.recv(0, attach_tag + 2, buf, d);
-        require(got.size() == part.size_bytes(), errc::malformed_message,
-                "pipeline::attach: rank 0 sent {} bytes of parameters at element {}, {} expected", got.size(), at,
-                part.size_bytes());
-        std::memcpy(part.data(), got.data(), got.size());
-      }
+  [[nodiscard]] detail::pipeline::checkpoint_shape shape() const {
+    detail::pipeline::checkpoint_shape s{.config = config_id(),
+                                         .layout = layout_.fingerprint(),
+                                         .staleness = options_.staleness,
+                                         .master = master_.size()};
+    for (auto const& u : user_) s.user.push_back(u.size());
+    for (auto const& bk : buckets_) {
+      s.bucket_elements.push_back(bk.elements);
+      s.bucket_sparse.push_back(bk.sum.sparse ? 1 : 0);
     }
-    for (std::size_t i = 0; i < user_.size(); ++i) scatter(i, master_, user_[i]);
-  }
-
-  [[nodiscard]] std::uint64_t config_hash() const {
-    std::string const s =
-        fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", codec_, feedback_, opt_, t_.size(), options_.staleness,
-                    options_.bucket_bytes, options_.first_bucket_bytes, options_.bypass_below_elements,
-                    options_.bypass_max_dims, options_.seed, options_.sparse_apply);
-    return serial::stable_hash(std::as_bytes(std::span<char const>(s.data(), s.size())));
+    return s;
   }
 
   void build_buffers() {
     std::size_t flat = 0;
     placements_.assign(layout_.size(), {});
     tensor_buckets_.assign(layout_.size(), {});
-    std::vector<std::size_t> extents;
+    std::vector<std::size_t> extents, dense_bytes;
     std::vector<std::string> names;
+    int const w = t_.size();
     for (auto const& b : plan_.buckets()) {
-      bucket_state bk(optimizer_state<O>(opt_, b.elements, static_cast<std::uint32_t>(b.id)));
+      bucket bk(optimizer_state<O>(opt_, b.elements, static_cast<std::uint32_t>(b.id)));
       bk.id = b.id;
       bk.first = flat;
       bk.elements = b.elements;
       bk.compressed = b.compressed && !dense_exchange;
-      bk.sparse_result = bk.compressed && sparse_exchange && options_.sparse_apply;
       bk.total_chunks = b.chunk_count;
       std::size_t at = flat;
       for (auto const& c : plan_.chunks_of(b)) {
@@ -673,56 +374,61 @@ class pipeline {
           ++tb.back().second;
         at += c.count;
       }
-      int const w = t_.size();
-      if (bk.compressed) {
-        if constexpr (sparse_exchange) {
-          bk.frame.resize(codec_.max_encoded_bytes(b.elements));
-        } else if constexpr (!dense_exchange) {
-          bk.parts.resize(static_cast<std::size_t>(w));
-          for (int j = 0; j < w; ++j)
-            bk.parts[static_cast<std::size_t>(j)].resize(
-                codec_.max_encoded_bytes(scatter_reduce_allgather_part(b.elements, w, j).count));
-        }
-      }
-      if (!bk.compressed) bk.staged.assign(b.elements, 0.0f);
-      bk.part_views.resize(bk.parts.size());
-      if (bk.sparse_result)
-        bk.sparse_sum.reset(b.elements, codec_traits<C>::block_size);
+      bucket_info const info{.id = b.id, .elements = b.elements, .world = w};
+      if (bk.compressed)
+        bk.cx.size(info);
       else
-        bk.dense_sum.assign(b.elements, 0.0f);
+        bk.dx.size(info);
+      bk.sum.size(b.elements, bk.compressed && sparse_exchange && options_.sparse_apply, codec_traits<C>::block_size);
       extents.push_back(b.elements);
-      names.push_back(fmt::format("bucket {}", b.id));
+      dense_bytes.push_back(b.elements * sizeof(float));
+      names.push_back(bucket_name(bk));
       flat += b.elements;
       buckets_.push_back(std::move(bk));
     }
     fstate_ = std::make_unique<feedback_state>(feedback_, extents, names);
     master_.assign(flat, 0.0f);
-    std::size_t const nbuf = options_.staleness + 1;
-    grads_.assign(nbuf, std::vector<float>(flat, 0.0f));
+    grads_.assign(options_.staleness + 1, std::vector<float>(flat, 0.0f));
     reported_.assign(layout_.size(), 0);
     pending_.assign(buckets_.size(), 0);
+    stages_.reset(dense_bytes, t_.rank(), options_.measure_residual);
+  }
+  // "fc1.weight" or "fc1.weight + fc1.bias + 2 more": what a bucket's feedback state is called.
+  [[nodiscard]] std::string bucket_name(bucket const& bk) const {
+    std::vector<std::size_t> tensors;
+    for (std::size_t i = 0; i < placements_.size(); ++i)
+      for (auto const& p : placements_[i])
+        if (p.flat >= bk.first && p.flat < bk.first + bk.elements) {
+          tensors.push_back(i);
+          break;
+        }
+    if (tensors.empty()) return fmt::format("bucket {}", bk.id);
+    std::string s = layout_[tensors[0]].name;
+    if (tensors.size() == 2) s += " + " + layout_[tensors[1]].name;
+    if (tensors.size() > 2) s += fmt::format(" + {} more", tensors.size() - 1);
+    return s;
   }
 
   // Copies tensor i's values into (gather) or out of (scatter) a flat buffer in plan order.
   void gather(std::size_t i, std::span<float const> src, std::vector<float>& flat) const {
-    for (auto const& p : placements_[i]) std::memcpy(flat.data() + p.flat, src.data() + p.offset, p.count * 4);
+    for (auto const& p : placements_[i])
+      std::memcpy(flat.data() + p.flat, src.data() + p.offset, p.count * sizeof(float));
   }
-  void scatter(std::size_t i, std::vector<float> const& flat, std::span<float> dst) const {
-    for (auto const& p : placements_[i]) std::memcpy(dst.data() + p.offset, flat.data() + p.flat, p.count * 4);
+  void scatter(std::size_t i, std::span<float> dst) const {
+    for (auto const& p : placements_[i])
+      std::memcpy(dst.data() + p.offset, master_.data() + p.flat, p.count * sizeof(float));
   }
 
   // The trainer starts handing in step step_'s gradients: pick its gradient buffer, wait until the
   // encodes that read that buffer (step step_ - staleness - 1) are done.
   void begin_step() {
+    require(step_ < detail::pipeline::max_steps, errc::invalid_argument,
+            "pipeline: step {} is past the last step a pipeline runs ({}); start a new run", step_,
+            detail::pipeline::max_steps);
     std::size_t const nbuf = options_.staleness + 1;
     gbuf_ = static_cast<std::size_t>(step_ % nbuf);
     for (std::size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].total_chunks;
-    std::uint64_t const need = step_ + 1 > nbuf ? step_ + 1 - nbuf : 0;
-    wait_for([&] {
-      for (auto const& bk : buckets_)
-        if (bk.encoded < need) return false;
-      return true;
-    });
+    stages_.wait_encoded(step_ + 1 > nbuf ? step_ + 1 - nbuf : 0, step_);
     if (hook_) {
       C c = codec_;
       hook_->before_encode(step_, c);
@@ -730,11 +436,11 @@ class pipeline {
       codec_ = c;
     }
     // Steps in flight are at most staleness + 2 <= 4 apart, and step - 4 has left the exchange.
-    std::lock_guard lock(m_);
+    std::lock_guard lock(codec_m_);
     codec_ring_[step_ % codec_ring_.size()] = codec_;
   }
   [[nodiscard]] C codec_of(std::uint64_t step) const {
-    std::lock_guard lock(m_);
+    std::lock_guard lock(codec_m_);
     return codec_ring_[step % codec_ring_.size()];
   }
 
@@ -744,192 +450,74 @@ class pipeline {
   void publish(std::uint64_t updates) {
     while (published_ < updates) {
       std::uint64_t const u = published_ + 1;
-      wait_for([&] {
-        for (auto const& bk : buckets_)
-          if (bk.applied < u) return false;
-        return true;
-      });
+      stages_.wait_applied(u, step_);
       if (u == updates)
-        for (std::size_t i = 0; i < user_.size(); ++i) scatter(i, master_, user_[i]);
-      {
-        std::lock_guard lock(m_);
-        published_ = u;
-      }
-      cv_.notify_all();
+        for (std::size_t i = 0; i < user_.size(); ++i) scatter(i, user_[i]);
+      published_ = u;
+      stages_.publish(u);
     }
   }
 
-  // Waits until no stage can make progress without the trainer (every handed-in step encoded and
-  // exchanged, every allowed apply done).
-  void wait_idle() {
-    wait_for([&] {
-      for (auto const& bk : buckets_)
-        if (bk.encoded < step_ || bk.exchanged < step_ || bk.applied < std::min<std::uint64_t>(step_, published_ + 1))
-          return false;
-      return true;
-    });
-  }
+  // --- the stage threads' loops -------------------------------------------------------------
 
-  template <class Pred>
-  void wait_for(Pred&& ready) {
-    auto const t0 = clock::now();
-    {
-      std::unique_lock lock(m_);
-      cv_.wait(lock, [&] { return failure_ || ready(); });
-      if (failure_) std::rethrow_exception(failure_);
-    }
-    double const waited = seconds_since(t0);
-    wait_seconds_ += waited;
-    if (waited > 0)
-      emit(stage_sample{.which = stage::wait,
-                        .step = step_,
-                        .bucket = 0,
-                        .rank = t_.rank(),
-                        .thread = 0,
-                        .start = at(t0),
-                        .seconds = waited,
-                        .bytes = 0});
-  }
-
-  // --- stage threads -----------------------------------------------------------------------------
-
-  static constexpr message_tag attach_tag{tag_limit - 64};
-
-  void start_threads() {
-    threads_.emplace_back([this] { run_stage(1, [this] { encode_loop(); }); });
-    threads_.emplace_back([this] { run_stage(2, [this] { exchange_loop(); }); });
-    threads_.emplace_back([this] { run_stage(3, [this] { apply_loop(); }); });
-  }
-  void stop_threads() {
-    {
-      std::lock_guard lock(m_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    for (auto& th : threads_)
-      if (th.joinable()) th.join();
-    threads_.clear();
-  }
-  template <class Loop>
-  void run_stage(int, Loop&& loop) {
-#if SLUICE_HAS_OPENMP
-    if (options_.kernel_threads > 0) omp_set_num_threads(options_.kernel_threads);
-#endif
-    try {
-      loop();
-    } catch (...) {
-      {
-        std::lock_guard lock(m_);
-        if (!failure_) failure_ = std::current_exception();
-      }
-      cv_.notify_all();
-    }
-  }
-  // Blocks until `ready()` or stop; false on stop (or a failure elsewhere).
-  template <class Pred>
-  bool stage_wait(std::unique_lock<std::mutex>& lock, Pred&& ready) {
-    cv_.wait(lock, [&] { return stop_ || failure_ || ready(); });
-    return !(stop_ || failure_);
-  }
   [[nodiscard]] collective_context context(std::uint64_t step, std::size_t b) const {
-    return {.step = step,
-            .tensor = b,
-            .seed = options_.seed,
-            .timeout = options_.timeout,
-            .tag = message_tag{static_cast<std::uint32_t>(tags_per_collective * (1 + b % 4096))}};
+    return {
+        .step = step, .tensor = b, .seed = options_.seed, .timeout = options_.timeout, .tag = pipeline_tags::bucket(b)};
   }
 
   void encode_loop() {
-    for (;;) {
-      std::size_t b = 0;
-      std::uint64_t step = 0;
-      std::vector<float> const* g = nullptr;
-      {
-        std::unique_lock lock(m_);
-        if (!stage_wait(lock, [&] {
-              if (encode_queue_.empty()) return false;
-              auto const& w = encode_queue_.front();
-              return buckets_[w.bucket].exchanged >= w.step;  // the frame of the previous step has left
-            }))
-          return;
-        b = encode_queue_.front().bucket;
-        step = encode_queue_.front().step;
-        encode_queue_.pop_front();
-        g = &grads_[static_cast<std::size_t>(step % (options_.staleness + 1))];
-      }
-      auto& bk = buckets_[b];
-      C const codec = codec_of(step);
+    work w;
+    while (stages_.next_encode(w)) {
+      auto& bk = buckets_[w.bucket];
+      C const codec = codec_of(w.step);
       auto const t0 = clock::now();
-      std::span<float const> const grad(g->data() + bk.first, bk.elements);
+      auto const& g = grads_[static_cast<std::size_t>(w.step % (options_.staleness + 1))];
+      std::span<float const> const grad(g.data() + bk.first, bk.elements);
+      collective_context const ctx = context(w.step, w.bucket);
       std::size_t bytes = 0;
-      if (bk.compressed) {
-        collective_context const ctx = context(step, b);
-        if constexpr (sparse_exchange) {
-          bk.frame.resize(codec.max_encoded_bytes(bk.elements));
-          bytes = feedback_.encode(codec, fstate_->slice(b), grad, ctx.for_rank(t_.rank()), bk.fws, bk.frame);
-          require(bytes > 0, errc::non_finite,
-                  "pipeline: step {} bucket {}: the feedback skipped the gradient (non-finite values); the pipeline "
-                  "needs non_finite_policy::throw_error or propagate",
-                  step, b);
-          bk.frame.resize(bytes);
-        } else if constexpr (!dense_exchange) {
-          int const w = t_.size();
-          for (int j = 0; j < w; ++j) {
-            auto const part = scatter_reduce_allgather_part(bk.elements, w, j);
-            auto& frame = bk.parts[static_cast<std::size_t>(j)];
-            frame.resize(codec.max_encoded_bytes(part.count));
-            std::size_t const n =
-                feedback_.encode(codec, fstate_->slice(b, part.first, part.count), grad.subspan(part.first, part.count),
-                                 ctx.for_rank(t_.rank(), 1 + static_cast<std::uint64_t>(j)), bk.fws, frame);
-            require(n > 0 || part.count == 0, errc::non_finite,
-                    "pipeline: step {} bucket {}: the feedback skipped the gradient (non-finite values); the pipeline "
-                    "needs non_finite_policy::throw_error or propagate",
-                    step, b);
-            frame.resize(n);
-            bytes += n;
-          }
-        }
-      } else {
-        std::size_t const bad = first_non_finite(grad);
-        require(bad == std::size_t(-1) || feedback_.non_finite == non_finite_policy::propagate, errc::non_finite,
-                "pipeline: step {} bucket {} (uncompressed): gradient element {} is {}", step, b, bad,
-                bad == std::size_t(-1) ? 0.0f : grad[bad]);
-        std::copy(grad.begin(), grad.end(), bk.staged.begin());
-        bytes = bk.elements * sizeof(float);
+      try {
+        bytes = bk.compressed ? bk.cx.encode(feedback_, codec, *fstate_, w.bucket, grad, ctx, t_.rank(), bk.fws)
+                              : bk.dx.encode(feedback_, codec, *fstate_, w.bucket, grad, ctx, t_.rank(), bk.fws);
+      } catch (error const& e) {
+        if (e.kind() != errc::non_finite) throw;
+        throw_non_finite(w, grad);
       }
-      double const residual_sq = options_.measure_residual ? residual_squares(b) : 0.0;
-      double const secs = seconds_since(t0);
-      emit(stage_sample{.which = stage::encode,
-                        .step = step,
-                        .bucket = b,
-                        .rank = t_.rank(),
-                        .thread = 1,
-                        .start = at(t0),
-                        .seconds = secs,
-                        .bytes = bytes});
-      {
-        std::lock_guard lock(m_);
-        bk.encoded_bytes = bytes;
-        bk.encode_s = secs;
-        bk.residual_sq = residual_sq;
-        bk.encoded = step + 1;
-      }
-      cv_.notify_all();
+      if (bytes == 0 && bk.elements > 0) throw_non_finite(w, grad);
+      double const residual_sq = options_.measure_residual ? residual_squares(w.bucket) : 0.0;
+      double const secs = detail::pipeline::seconds_since(t0);
+      stages_.emit(stage::encode, w, stage_thread::encode, t0, secs, bytes);
+      stages_.encoded(w, bytes, secs, residual_sq);
     }
+  }
+  // The error names the parameter and the element, whichever layer found the value.
+  [[noreturn]] void throw_non_finite(work w, std::span<float const> grad) const {
+    std::size_t const at = first_non_finite(grad);
+    std::size_t const flat = buckets_[w.bucket].first + (at == std::size_t(-1) ? 0 : at);
+    for (std::size_t i = 0; i < placements_.size(); ++i)
+      for (auto const& p : placements_[i])
+        if (flat >= p.flat && flat < p.flat + p.count)
+          throw_error(errc::non_finite,
+                      "pipeline: step {}, rank {}: the gradient of parameter '{}' is {} at element {}; nothing was "
+                      "sent. Find where it comes from (a loss that overflows, a learning rate too high: clip the "
+                      "gradient or scale the loss), or build the feedback with non_finite_policy::propagate to sum "
+                      "NaN/Inf like any value",
+                      w.step, t_.rank(), layout_[i].name, at == std::size_t(-1) ? 0.0f : grad[at],
+                      p.offset + (flat - p.flat));
+    throw_error(errc::non_finite, "pipeline: step {}, rank {}: a non-finite gradient in bucket {}", w.step, t_.rank(),
+                w.bucket);
   }
 
   void exchange_loop() {
     std::uint64_t hooked = 0;  // steps the step hook has run for
+    bool resumed = false;      // the ranks agreed on the run and the first step
     for (std::uint64_t step = 0;; ++step) {
       for (std::size_t b = 0; b < buckets_.size(); ++b) {
-        {
-          std::unique_lock lock(m_);
-          if (!stage_wait(lock, [&] {
-                auto const& bk = buckets_[b];
-                return bk.exchanged > step || (bk.encoded > step && bk.applied >= step);
-              }))
-            return;
-          if (buckets_[b].exchanged > step) continue;  // restored past it
+        auto const turn = stages_.next_exchange(step, b);
+        if (turn == detail::pipeline::exchange_turn::stop) return;
+        if (turn == detail::pipeline::exchange_turn::skip) continue;  // restored past it
+        if (!resumed) {
+          detail::pipeline::agree_on_resume(t_, run_, step, options_.timeout);
+          resumed = true;
         }
         if (hook_ && hooked <= step) {
           hook_->before_exchange(t_, step);
@@ -939,120 +527,33 @@ class pipeline {
         C const codec = codec_of(step);
         auto const t0 = clock::now();
         collective_context const ctx = context(step, b);
-        std::size_t sent = 0;
-        if (!bk.compressed) {
-          std::copy(bk.staged.begin(), bk.staged.end(), bk.dense_sum.begin());
-          if constexpr (mpi_exchange) {
-            // MPI does not say what it sent: report the bandwidth-optimal volume 2 (N - 1) / N * 4n.
-            if (t_.size() > 1) t_.mpi_allreduce_sum(std::span<float>(bk.dense_sum));
-            auto const w = static_cast<std::size_t>(t_.size());
-            sent = 2 * (w - 1) * bk.elements * sizeof(float) / w;
-          } else {
-            ring_allreduce(t_, std::span<float>(bk.dense_sum), ctx, bk.rws);
-            sent = ring_allreduce_bytes(bk.elements, t_.size());
-          }
-        } else if constexpr (sparse_exchange) {
-          if (bk.sparse_result)
-            sparse_allgather_encoded(t_, codec, std::span<std::byte const>(bk.frame), bk.elements, bk.sparse_sum, ctx,
-                                     bk.aws);
-          else
-            sparse_allgather_encoded(t_, codec, std::span<std::byte const>(bk.frame), std::span<float>(bk.dense_sum),
-                                     ctx, bk.aws);
-          sent = bk.aws.sent_bytes;
-        } else if constexpr (!dense_exchange) {
-          std::copy(bk.parts.begin(), bk.parts.end(), bk.part_views.begin());
-          scatter_reduce_allgather_encoded(t_, codec, std::span<std::span<std::byte const> const>(bk.part_views),
-                                           std::span<float>(bk.dense_sum), ctx, bk.sws);
-          sent = bk.sws.sent_bytes;
-        }
-        double const secs = seconds_since(t0);
-        emit(stage_sample{.which = stage::exchange,
-                          .step = step,
-                          .bucket = b,
-                          .rank = t_.rank(),
-                          .thread = 2,
-                          .start = at(t0),
-                          .seconds = secs,
-                          .bytes = sent});
-        {
-          std::lock_guard lock(m_);
-          bk.sent_bytes = sent;
-          bk.exchange_s = secs;
-          bk.exchanged = step + 1;
-          apply_queue_.push_back({step, b});
-        }
-        cv_.notify_all();
+        std::size_t const sent =
+            bk.compressed ? bk.cx.exchange(t_, codec, ctx, bk.sum) : bk.dx.exchange(t_, codec, ctx, bk.sum);
+        double const secs = detail::pipeline::seconds_since(t0);
+        stages_.emit(stage::exchange, {step, b}, stage_thread::exchange, t0, secs, sent);
+        stages_.exchanged({step, b}, sent, secs);
       }
     }
   }
 
   void apply_loop() {
-    for (;;) {
-      work w;
-      {
-        std::unique_lock lock(m_);
-        if (!stage_wait(lock, [&] { return !apply_queue_.empty() && published_ >= apply_queue_.front().step; })) return;
-        w = apply_queue_.front();
-        apply_queue_.pop_front();
-      }
+    work w;
+    while (stages_.next_apply(w)) {
       auto& bk = buckets_[w.bucket];
       auto const t0 = clock::now();
       float const world = static_cast<float>(t_.size());
       std::span<float> const params(master_.data() + bk.first, bk.elements);
-      if (bk.sparse_result) {
-        for (float& x : bk.sparse_sum.values()) x /= world;
-        sluice::step(opt_, bk.ostate, params, bk.sparse_sum.view());
+      if (bk.sum.sparse) {
+        for (float& x : bk.sum.sparse_values.values()) x /= world;
+        sluice::step(opt_, bk.ostate, params, bk.sum.sparse_values.view());
       } else {
-        for (float& x : bk.dense_sum) x /= world;
-        sluice::step(opt_, bk.ostate, params, std::span<float const>(bk.dense_sum));
+        for (float& x : bk.sum.dense) x /= world;
+        sluice::step(opt_, bk.ostate, params, std::span<float const>(bk.sum.dense));
       }
-      double const secs = seconds_since(t0);
-      emit(stage_sample{.which = stage::apply,
-                        .step = w.step,
-                        .bucket = w.bucket,
-                        .rank = t_.rank(),
-                        .thread = 3,
-                        .start = at(t0),
-                        .seconds = secs,
-                        .bytes = bk.elements * sizeof(float)});
-      std::shared_ptr<detail::pipeline::sink_base> sink;
-      step_report rep;
-      {
-        std::lock_guard lock(m_);
-        bk.apply_s = secs;
-        bk.applied = w.step + 1;
-        if (std::all_of(buckets_.begin(), buckets_.end(), [&](auto const& x) { return x.applied > w.step; })) {
-          rep = report_locked(w.step);  // in the same critical section: a trainer woken by this step sees it
-          sink = sink_;
-        }
-      }
-      cv_.notify_all();
-      if (sink) sink->record(rep);
+      double const secs = detail::pipeline::seconds_since(t0);
+      stages_.emit(stage::apply, w, stage_thread::apply, t0, secs, bk.elements * sizeof(float));
+      stages_.applied(w, secs);
     }
-  }
-
-  // The step's report, from the buckets' figures; called with m_ held (the encode thread may
-  // already be writing the next step's figures).
-  step_report report_locked(std::uint64_t step) {
-    step_report rep{.step = step, .rank = t_.rank()};
-    {
-      double residual_sq = 0;
-      for (auto const& bk : buckets_) {
-        rep.dense_bytes += bk.elements * sizeof(float);
-        rep.encoded_bytes += bk.encoded_bytes;
-        rep.sent_bytes += bk.sent_bytes;
-        rep.encode_seconds += bk.encode_s;
-        rep.exchange_seconds += bk.exchange_s;
-        rep.apply_seconds += bk.apply_s;
-        residual_sq += bk.residual_sq;
-      }
-      if (options_.measure_residual) rep.residual_norm = std::sqrt(residual_sq);
-      rep.compression_ratio =
-          rep.encoded_bytes == 0 ? 0.0 : static_cast<double>(rep.dense_bytes) / static_cast<double>(rep.encoded_bytes);
-      rep.wait_seconds = wait_seconds_.exchange(0.0);
-      last_report_ = rep;
-    }
-    return rep;
   }
 
   // Sum of squares of bucket b's first feedback buffer (the residual), on the encode thread right
@@ -1070,39 +571,9 @@ class pipeline {
     return sum;
   }
 
-  void emit(stage_sample const& s) {
-    std::shared_ptr<detail::pipeline::sink_base> sink;
-    {
-      std::lock_guard lock(m_);
-      sink = sink_;
-    }
-    if (sink) sink->record(s);
-  }
-  [[nodiscard]] double at(clock::time_point t) const { return std::chrono::duration<double>(t - epoch_).count(); }
-  static double seconds_since(clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); }
-
-  static void put_floats(std::vector<std::byte>& out, std::span<float const> v) {
-    serial::put<std::uint64_t>(out, v.size());
-    serial::append(out, std::as_bytes(v));
-  }
-  static bool get_floats(serial::reader& r, std::span<float> v) {
-    std::uint64_t n = 0;
-    std::span<std::byte const> raw;
-    if (!r.get(n) || n != v.size() || !r.take(v.size() * sizeof(float), raw)) return false;
-    std::memcpy(v.data(), raw.data(), raw.size());
-    return true;
-  }
-  static void put_blob(std::vector<std::byte>& out, std::vector<std::byte> const& blob) {
-    serial::put<std::uint64_t>(out, blob.size());
-    serial::append(out, blob);
-  }
-  static bool get_blob(serial::reader& r, std::span<std::byte const>& blob) {
-    std::uint64_t n = 0;
-    return r.get(n) && n <= r.left() && r.take(static_cast<std::size_t>(n), blob);
-  }
-
   C codec_;
   std::array<C, 4> codec_ring_{};
+  mutable std::mutex codec_m_;
   F feedback_;
   O opt_;
   T t_;
@@ -1110,31 +581,21 @@ class pipeline {
   layout layout_{};
   bucket_plan plan_{};
   bool attached_ = false;
+  std::uint64_t run_ = 0;
   std::vector<std::span<float>> user_;
   std::vector<std::vector<placement>> placements_;
   std::vector<std::vector<std::pair<std::size_t, std::size_t>>> tensor_buckets_;  // (bucket, chunks of it)
-  std::vector<bucket_state> buckets_;
+  std::vector<bucket> buckets_;
   std::unique_ptr<feedback_state> fstate_;
   std::vector<float> master_;
   std::vector<std::vector<float>> grads_;
   std::size_t gbuf_ = 0;
   std::vector<std::uint8_t> reported_;
   std::size_t reported_count_ = 0;
-  std::vector<std::size_t> pending_;
+  std::vector<std::size_t> pending_, ready_;
   std::uint64_t step_ = 0, published_ = 0;
-  clock::time_point epoch_{};
-  std::atomic<double> wait_seconds_{0.0};
-
-  mutable std::mutex m_;
-  std::condition_variable cv_;
-  std::deque<work> encode_queue_;
-  std::deque<work> apply_queue_;
-  bool stop_ = false;
-  std::exception_ptr failure_;
-  step_report last_report_{};
-  std::shared_ptr<detail::pipeline::sink_base> sink_;
   std::shared_ptr<step_hook<C, transport_type>> hook_;  // set before attach, read-only afterwards
-  std::vector<std::thread> threads_;
+  detail::pipeline::stages stages_;                     // last: its threads stop before the rest goes
 };
 
 template <class C, class F, class O, class T>
@@ -1145,16 +606,3 @@ template <class C, class F, class O, class T, class Collective>
 pipeline(C, F, O, T&&, pipeline_options, Collective) -> pipeline<C, F, O, T, Collective>;
 
 }  // namespace sluice
-
-template <>
-struct fmt::formatter<sluice::pipeline_options> : fmt::formatter<std::string_view> {
-  template <class Ctx>
-  auto format(sluice::pipeline_options const& o, Ctx& ctx) const {
-    return fmt::format_to(ctx.out(),
-                          "pipeline_options{{.staleness = {}, .bucket_bytes = {}, .first_bucket_bytes = {}, "
-                          ".bypass_below_elements = {}, .bypass_max_dims = {}, .seed = {}, .timeout = {}ms, "
-                          ".sparse_apply = {}, .broadcast_parameters = {}, .kernel_threads = {}}}",
-                          o.staleness, o.bucket_bytes, o.first_bucket_bytes, o.bypass_below_elements, o.bypass_max_dims,
-                          o.seed, o.timeout.count(), o.sparse_apply, o.broadcast_parameters, o.kernel_threads);
-  }
-};

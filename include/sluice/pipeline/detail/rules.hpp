@@ -1,0 +1,91 @@
+// Which policy combinations a pipeline accepts: at compile time (each refusal says what, why and
+// what to write instead) and, for values, before the first step (validate()).
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include <sluice/compress/concepts.hpp>
+#include <sluice/compress/identity.hpp>
+#include <sluice/core/error.hpp>
+#include <sluice/core/serial.hpp>
+#include <sluice/feedback/momentum_correction.hpp>
+#include <sluice/feedback/no_feedback.hpp>
+#include <sluice/feedback/non_finite.hpp>
+#include <sluice/optim/sgd.hpp>
+#include <sluice/pipeline/exchange.hpp>
+#include <sluice/pipeline/options.hpp>
+#include <sluice/transport/concepts.hpp>
+
+namespace sluice::detail::pipeline {
+
+template <class F>
+inline constexpr bool is_momentum_correction = std::is_same_v<F, momentum_correction>;
+
+/// The rules, as a base class of pipeline<C, F, O, T, Collective>: instantiating the pipeline
+/// checks them.
+template <class C, class F, class O, class T, class Collective>
+struct rules {
+  using transport_type = std::remove_cvref_t<T>;
+  using collective = typename resolve_collective<C, Collective>::type;
+  static constexpr bool sparse_exchange = std::is_same_v<collective, by_sparse_allgather>;
+  static constexpr bool ring_exchange = std::is_same_v<collective, by_ring_allreduce>;
+  static constexpr bool mpi_exchange = std::is_same_v<collective, by_mpi_allreduce>;
+  static constexpr bool dense_exchange = ring_exchange || mpi_exchange;
+  /// The aggregation's part of the configuration's identity.
+  static constexpr std::uint32_t collective_id = ring_exchange ? 1 : mpi_exchange ? 2 : sparse_exchange ? 3 : 4;
+
+  static_assert(std::is_reference_v<T> || std::is_move_constructible_v<transport_type>,
+                "sluice::pipeline: this transport cannot be moved (it owns sockets or an MPI communicator), so "
+                "std::move(transport) cannot hand it over; pass it as an lvalue (`transport`, not "
+                "`std::move(transport)`): the pipeline then refers to it, and it must outlive the pipeline");
+  static_assert(serial::Hashable<C> && serial::Hashable<F> && serial::Hashable<O>,
+                "sluice::pipeline: a policy has no hash_append, which identifies its value in attach checks and "
+                "checkpoints; declare `friend void hash_append(sluice::serial::hasher& h, my_policy const& p) "
+                "{ h(\"my_policy\", p.field, ...); }` beside its fields");
+  static_assert(!sparse_exchange || codec_traits<C>::is_sparse,
+                "sluice::pipeline: by_sparse_allgather sums sparse frames, but this codec is dense (codec_traits<C>"
+                "::is_sparse is false); use by_codec or by_scatter_reduce_allgather for quantizers");
+  static_assert(!ring_exchange || std::is_same_v<F, no_feedback>,
+                "sluice::pipeline: by_ring_allreduce sends the gradient exactly, so error feedback has nothing to "
+                "compensate; use sluice::no_feedback{} (or a compressing codec with by_codec)");
+  static_assert(!ring_exchange || std::is_same_v<C, identity>,
+                "sluice::pipeline: by_ring_allreduce sends fp32 and would ignore this codec; use sluice::identity{} "
+                "or by_codec to aggregate compressed frames");
+  static_assert(!mpi_exchange || MpiAllreduce<transport_type>,
+                "sluice::pipeline: by_mpi_allreduce calls MPI_Allreduce on the transport's communicator, but this "
+                "transport is not MPI; use sluice::mpi_transport (target sluice::mpi), or by_ring_allreduce for the "
+                "same dense sum over any transport");
+  static_assert(!mpi_exchange || std::is_same_v<F, no_feedback>,
+                "sluice::pipeline: by_mpi_allreduce sends the gradient exactly, so error feedback has nothing to "
+                "compensate; use sluice::no_feedback{} (or a compressing codec with by_codec)");
+  static_assert(!mpi_exchange || std::is_same_v<C, identity>,
+                "sluice::pipeline: by_mpi_allreduce sums fp32 with MPI_Allreduce and would ignore this codec; use "
+                "sluice::identity{} or by_codec to aggregate compressed frames");
+  static_assert(
+      !is_momentum_correction<F> || std::is_same_v<O, sgd>,
+      "sluice::pipeline: momentum_correction (DGC) accumulates momentum before selection, so the optimizer "
+      "must not keep its own; use sluice::sgd{} with momentum = 0, or sluice::residual{} with this optimizer");
+
+  /// errc::invalid_argument for values that cannot run, before anything starts.
+  static void validate(C const& codec, F const& feedback, O const& opt, pipeline_options const& o) {
+    require(o.staleness <= 2, errc::invalid_argument,
+            "pipeline: staleness {} is not supported; use 0 (synchronous), 1 or 2", o.staleness);
+    require(o.bucket_bytes > 0 && o.first_bucket_bytes > 0, errc::invalid_argument,
+            "pipeline: bucket_bytes and first_bucket_bytes must be > 0");
+    require(o.timeout.count() > 0, errc::invalid_argument, "pipeline: timeout must be > 0");
+    require(o.kernel_threads >= 0, errc::invalid_argument, "pipeline: kernel_threads {} must be >= 0",
+            o.kernel_threads);
+    opt.validate();
+    if constexpr (requires { codec.validate(); }) codec.validate();
+    if constexpr (requires { feedback.non_finite; })
+      require(feedback.non_finite != non_finite_policy::skip_step, errc::invalid_argument,
+              "pipeline: non_finite_policy::skip_step would skip a step on one rank while the others send theirs; "
+              "use throw_error (an error naming the parameter) or propagate (NaN/Inf summed like any value)");
+    if constexpr (is_momentum_correction<F>)
+      require(opt.momentum == 0, errc::invalid_argument,
+              "pipeline: momentum_correction keeps the momentum (DGC); set sgd.momentum = 0 (it is {})", opt.momentum);
+  }
+};
+
+}  // namespace sluice::detail::pipeline

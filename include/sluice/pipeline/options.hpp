@@ -1,0 +1,111 @@
+// The values a pipeline is built from besides its policies: the aggregation choice (by_* tags),
+// pipeline_options, the step hook the solver's controller binds through, the stage threads'
+// names, and the one owner of the pipeline's message tags.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include <fmt/format.h>
+
+#include <sluice/collective/concepts.hpp>
+#include <sluice/core/serial.hpp>
+#include <sluice/transport/concepts.hpp>
+
+namespace sluice {
+
+/// How the pipeline aggregates a compressed bucket. `by_codec` (the default) follows the codec:
+/// sparse codecs (codec_traits<C>::is_sparse) use the sparse allgather, `identity` the ring
+/// allreduce, every other codec the compressed scatter-reduce-allgather. Buckets that bypass
+/// compression (small or 1-D tensors, bucket_options) always use the ring allreduce.
+struct by_codec {};
+struct by_sparse_allgather {};          ///< every rank's frame to every rank, summed in rank order
+struct by_scatter_reduce_allgather {};  ///< CGX: owners reduce a chunk each, re-encode, allgather
+struct by_ring_allreduce {};            ///< dense fp32 ring; the codec is not used
+/// Dense fp32 sum of every bucket through the MPI library's blocking MPI_Allreduce (in place,
+/// MPI_SUM), then divided by the world size like the ring: the DDP-equivalent baseline. Needs
+/// sluice::identity, sluice::no_feedback and an MPI transport (MpiAllreduce: sluice::mpi_transport);
+/// the call has no deadline (options.timeout does not apply to it; see mpi_transport::mpi_allreduce_sum).
+struct by_mpi_allreduce {};
+
+/// Options of a pipeline. A regular value.
+struct pipeline_options {
+  unsigned staleness = 0;  ///< 0, 1 or 2: the parameters step(t) leaves to the trainer hold updates 0 .. t - s
+  std::size_t bucket_bytes = std::size_t{25} << 20;       ///< bytes per bucket (bucket_options::cap_bytes), > 0
+  std::size_t first_bucket_bytes = std::size_t{1} << 20;  ///< bytes of the first bucket, > 0
+  std::size_t bypass_below_elements = 1024;               ///< tensors with fewer elements are not compressed (CGX)
+  std::size_t bypass_max_dims = 1;            ///< tensors of at most this many dimensions are not compressed
+  std::uint64_t seed = 0;                     ///< job-wide seed of the random codecs and stochastic rounding
+  std::chrono::milliseconds timeout{60'000};  ///< deadline of each collective call and of each wait for a peer
+  bool sparse_apply = true;                   ///< sparse codecs: sum to a sparse result and step the optimizer sparsely
+  bool broadcast_parameters = true;           ///< attach() copies rank 0's parameters to every rank (as DDP does)
+  bool measure_residual = false;              ///< step_report::residual_norm (one read pass over the feedback state)
+  int kernel_threads = 0;  ///< OpenMP threads each stage thread's kernels may use; 0: omp_get_max_threads()
+  friend bool operator==(pipeline_options const&, pipeline_options const&) = default;
+  /// The fields that change what a pipeline computes (attach checks, checkpoints); timeout,
+  /// broadcast_parameters, measure_residual and kernel_threads may differ between ranks and runs.
+  friend void hash_append(serial::hasher& h, pipeline_options const& o) {
+    h("pipeline_options", o.staleness, o.bucket_bytes, o.first_bucket_bytes, o.bypass_below_elements, o.bypass_max_dims,
+      o.seed, o.sparse_apply);
+  }
+};
+
+/// Code run at step boundaries on a pipeline's own threads, set with pipeline::set_step_hook
+/// before attach(); pipeline/adaptive.hpp binds the solver's controller through it. C: the
+/// pipeline's codec type, Tr: its transport type.
+template <class C, class Tr>
+struct step_hook {
+  virtual ~step_hook() = default;
+  /// The exchange thread, once per step in step order, before this rank's first collective of
+  /// `step` (after its first bucket is encoded): the transport may be used here, and only by this
+  /// thread. A throw stops the pipeline and reaches the trainer's next call.
+  virtual void before_exchange(Tr& transport, std::uint64_t step) = 0;
+  /// The trainer's thread, as step `step` begins (its first gradient handed in), before any of its
+  /// encodes: may change `codec`, the value step `step` and later ones run with (as set_codec).
+  virtual void before_encode(std::uint64_t step, C& codec) = 0;
+};
+
+/// The threads a pipeline's telemetry names (stage_sample::thread holds the underlying value).
+enum class stage_thread : std::uint32_t { trainer = 0, encode = 1, exchange = 2, apply = 3 };
+
+/// The message tags a pipeline uses, handed out here only. Bucket b's collective owns
+/// tags_per_collective tags from bucket(b); attach() and the first exchange after attach (or a
+/// restore) own four tags below tag_limit - 60; tags in [first_free, attach) are free for traffic
+/// beside the pipeline on the same transport (the solver's controller).
+struct pipeline_tags {
+  static constexpr std::uint32_t bucket_slots = 4096;           ///< buckets beyond this reuse tags (b % bucket_slots)
+  static constexpr message_tag attach{tag_limit - 64};          ///< layout and configuration to rank 0
+  static constexpr message_tag attach_verdict{tag_limit - 63};  ///< rank 0's verdict and the run id
+  static constexpr message_tag attach_parameters{tag_limit - 62};  ///< rank 0's parameters
+  static constexpr message_tag resume{tag_limit - 61};             ///< run id and step before the first exchange
+  static constexpr std::uint32_t first_free = tags_per_collective * (1 + bucket_slots);
+
+  /// The base tag of bucket b's collective.
+  static constexpr message_tag bucket(std::size_t b) noexcept {
+    return message_tag{static_cast<std::uint32_t>(tags_per_collective * (1 + b % bucket_slots))};
+  }
+  /// Whether traffic beside the pipeline may use tags [t, t + count).
+  static constexpr bool is_free(message_tag t, std::uint32_t count = 1) noexcept {
+    std::uint64_t const first = to_underlying(t), last = first + count;
+    bool const below_attach = last <= to_underlying(attach);
+    bool const above_pipeline = first > to_underlying(resume) && last <= tag_limit;
+    return first >= first_free && (below_attach || above_pipeline);
+  }
+};
+
+}  // namespace sluice
+
+template <>
+struct fmt::formatter<sluice::pipeline_options> : fmt::formatter<std::string_view> {
+  template <class Ctx>
+  auto format(sluice::pipeline_options const& o, Ctx& ctx) const {
+    return fmt::format_to(ctx.out(),
+                          "pipeline_options{{.staleness = {}, .bucket_bytes = {}, .first_bucket_bytes = {}, "
+                          ".bypass_below_elements = {}, .bypass_max_dims = {}, .seed = {}, .timeout = {}ms, "
+                          ".sparse_apply = {}, .broadcast_parameters = {}, .kernel_threads = {}}}",
+                          o.staleness, o.bucket_bytes, o.first_bucket_bytes, o.bypass_below_elements, o.bypass_max_dims,
+                          o.seed, o.timeout.count(), o.sparse_apply, o.broadcast_parameters, o.kernel_threads);
+  }
+};
