@@ -5,11 +5,13 @@
 // Independent of the pipeline's policies, so it is compiled once.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <sluice/core/error.hpp>
@@ -177,6 +179,18 @@ inline checkpoint read_checkpoint(std::span<std::byte const> bytes, checkpoint_s
   }
   require(r.left() == 0, errc::malformed_message, "pipeline checkpoint: {} trailing bytes", r.left());
   return c;
+}
+
+/// Puts a checked pending sum back where the apply thread takes it.
+inline void load_pending(bucket_sum& sum, checkpoint_bucket&& saved, std::size_t elements) {
+  if (!sum.sparse) {
+    sum.dense = std::move(saved.values);
+    return;
+  }
+  sum.sparse_values.reset(elements, saved.block);
+  sum.sparse_values.resize_for_overwrite(saved.indices.size());
+  std::copy(saved.indices.begin(), saved.indices.end(), sum.sparse_values.indices().begin());
+  std::copy(saved.values.begin(), saved.values.end(), sum.sparse_values.values().begin());
 }
 
 }  // namespace sluice::detail::pipeline

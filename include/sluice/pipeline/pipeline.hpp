@@ -1,15 +1,11 @@
-// sluice::pipeline: one object, assembled at compile time from policy values (codec, feedback,
-// optimizer, transport), that turns a trainer's gradients into updated parameters. Per bucket of
-// the bucket_plan it runs the three units the primitives fuse — encode (feedback + codec),
-// exchange (the collective the codec calls for, aggregating as messages arrive) and apply (the
-// optimizer on fp32 master weights) — on three stage threads, so that encoding bucket i + 1
-// overlaps the exchange of bucket i and, with staleness s >= 1, the exchange and update of step t
-// overlap the trainer's compute of step t + 1 (StellaTrain's pipelined iterations).
-//
-// The class holds the trainer's calls and the buffers; its rooms are: pipeline/options.hpp (the
-// values it is built from, the tag owner), pipeline/exchange.hpp (one strategy type per
-// aggregation, chosen once), pipeline/detail/stages.hpp (threads, queues, progress, telemetry),
-// pipeline/detail/agreement.hpp (what ranks agree on) and pipeline/checkpoint.hpp.
+// sluice::pipeline: policy values (codec, feedback, optimizer, transport) assembled at compile time
+// into one object that turns a trainer's gradients into updated parameters. Per bucket it runs
+// encode (feedback + codec), exchange (the collective, aggregating as messages arrive) and apply
+// (the optimizer on fp32 master weights) on three stage threads, so that with staleness s >= 1
+// the exchange and update of step t overlap the trainer's compute of step t + 1 (StellaTrain's
+// pipelined iterations). This class holds the trainer's calls and the buffers; the rest has rooms
+// of its own: options.hpp, exchange.hpp, checkpoint.hpp and detail/ (stages, agreement, rules,
+// flat_plan).
 #pragma once
 
 #include <algorithm>
@@ -39,6 +35,8 @@
 #include <sluice/pipeline/checkpoint.hpp>
 #include <sluice/pipeline/concepts.hpp>
 #include <sluice/pipeline/detail/agreement.hpp>
+#include <sluice/pipeline/detail/buckets.hpp>
+#include <sluice/pipeline/detail/flat_plan.hpp>
 #include <sluice/pipeline/detail/rules.hpp>
 #include <sluice/pipeline/detail/stages.hpp>
 #include <sluice/pipeline/exchange.hpp>
@@ -98,16 +96,7 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
   /// parameters; the pipeline writes the updated values there inside step(). Once per pipeline.
   void attach(layout const& l, std::span<std::span<float> const> params) {
     require(!attached_, errc::invalid_argument, "pipeline: attach() was called already");
-    require(params.size() == l.size(), errc::size_mismatch, "pipeline: {} parameter spans for a layout of {} tensors",
-            params.size(), l.size());
-    for (std::size_t i = 0; i < l.size(); ++i) {
-      require(l[i].element == element_type::f32, errc::unsupported,
-              "pipeline: tensor '{}' is {}; the pipeline steps fp32 parameters and gradients", l[i].name,
-              to_string(l[i].element));
-      require(params[i].size() == l[i].elements(), errc::size_mismatch,
-              "pipeline: tensor '{}' has {} elements in the layout but {} in its parameter span", l[i].name,
-              l[i].elements(), params[i].size());
-    }
+    detail::pipeline::check_parameters(l, params);
     layout_ = l;
     run_ = detail::pipeline::agree_on_attach(t_, layout_, config_id(), describe(), options_.timeout);
     plan_ = bucket_plan(l, bucket_options{.cap_bytes = options_.bucket_bytes,
@@ -116,10 +105,10 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
                                           .bypass_max_dims = options_.bypass_max_dims});
     user_.assign(params.begin(), params.end());
     build_buffers();
-    for (std::size_t i = 0; i < user_.size(); ++i) gather(i, std::span<float const>(user_[i]), master_);
+    for (std::size_t i = 0; i < user_.size(); ++i) flat_.gather(i, user_[i], master_);
     if (options_.broadcast_parameters) {
       detail::pipeline::broadcast_parameters(t_, std::span<float>(master_), options_.timeout);
-      for (std::size_t i = 0; i < user_.size(); ++i) scatter(i, user_[i]);
+      for (std::size_t i = 0; i < user_.size(); ++i) flat_.scatter(i, master_, user_[i]);
     }
     attached_ = true;
     stages_.start({[this] { encode_loop(); }, [this] { exchange_loop(); }, [this] { apply_loop(); }},
@@ -141,11 +130,9 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
     if (reported_count_ == 0) begin_step();
     reported_[tensor] = 1;
     ++reported_count_;
-    auto& g = grads_[gbuf_];
-    for (auto const& p : placements_[tensor])
-      std::memcpy(g.data() + p.flat, grad.data() + p.offset, p.count * sizeof(float));
+    flat_.gather(tensor, grad, grads_[gbuf_]);
     ready_.clear();
-    for (auto const& [b, chunks] : tensor_buckets_[tensor])
+    for (auto const& [b, chunks] : flat_.buckets_of(tensor))
       if ((pending_[b] -= chunks) == 0) ready_.push_back(b);
     stages_.push_encode(step_, ready_);
   }
@@ -281,15 +268,7 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
       auto& saved = c.buckets[b];
       bk.ostate = std::move(os[b]);
       pending[b] = saved.pending ? 1 : 0;
-      if (!saved.pending) continue;
-      if (bk.sum.sparse) {
-        bk.sum.sparse_values.reset(bk.elements, saved.block);
-        bk.sum.sparse_values.resize_for_overwrite(saved.indices.size());
-        std::copy(saved.indices.begin(), saved.indices.end(), bk.sum.sparse_values.indices().begin());
-        std::copy(saved.values.begin(), saved.values.end(), bk.sum.sparse_values.values().begin());
-      } else {
-        bk.sum.dense = std::move(saved.values);
-      }
+      if (saved.pending) detail::pipeline::load_pending(bk.sum, std::move(saved), bk.elements);
     }
     for (std::size_t i = 0; i < user_.size(); ++i) std::copy(c.user[i].begin(), c.user[i].end(), user_[i].begin());
     stages_.restore(step_, published_, pending);
@@ -304,24 +283,8 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
  private:
   using clock = detail::pipeline::clock;
   using work = detail::pipeline::work;
-  using codec_exchange = exchange_for<C, Collective>;
-  using bypass_exchange = sluice::dense_exchange<mpi_exchange>;
 
-  // One bucket: where its elements sit in the flat buffers, its exchange strategy's buffers, its
-  // sum and its optimizer state.
-  struct bucket {
-    std::size_t id = 0, first = 0, elements = 0, total_chunks = 0;
-    bool compressed = true;
-    optimizer_state<O> ostate;
-    feedback_workspace<C, float> fws{};
-    codec_exchange cx{};   // compressed buckets
-    bypass_exchange dx{};  // the others
-    bucket_sum sum{};
-    explicit bucket(optimizer_state<O> s) : ostate(std::move(s)) {}
-  };
-  struct placement {
-    std::size_t offset = 0, flat = 0, count = 0;  // tensor elements [offset, offset + count) at flat[flat ...]
-  };
+  using bucket = detail::pipeline::bucket<C, O, Collective, mpi_exchange>;
 
   void check_usable(char const* what) {
     require(attached_, errc::invalid_argument, "pipeline: {}() before attach()", what);
@@ -351,72 +314,17 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
   }
 
   void build_buffers() {
-    std::size_t flat = 0;
-    placements_.assign(layout_.size(), {});
-    tensor_buckets_.assign(layout_.size(), {});
-    std::vector<std::size_t> extents, dense_bytes;
-    std::vector<std::string> names;
-    int const w = t_.size();
-    for (auto const& b : plan_.buckets()) {
-      bucket bk(optimizer_state<O>(opt_, b.elements, static_cast<std::uint32_t>(b.id)));
-      bk.id = b.id;
-      bk.first = flat;
-      bk.elements = b.elements;
-      bk.compressed = b.compressed && !dense_exchange;
-      bk.total_chunks = b.chunk_count;
-      std::size_t at = flat;
-      for (auto const& c : plan_.chunks_of(b)) {
-        placements_[c.tensor].push_back({c.offset, at, c.count});
-        auto& tb = tensor_buckets_[c.tensor];
-        if (tb.empty() || tb.back().first != b.id)
-          tb.push_back({b.id, 1});
-        else
-          ++tb.back().second;
-        at += c.count;
-      }
-      bucket_info const info{.id = b.id, .elements = b.elements, .world = w};
-      if (bk.compressed)
-        bk.cx.size(info);
-      else
-        bk.dx.size(info);
-      bk.sum.size(b.elements, bk.compressed && sparse_exchange && options_.sparse_apply, codec_traits<C>::block_size);
-      extents.push_back(b.elements);
-      dense_bytes.push_back(b.elements * sizeof(float));
-      names.push_back(bucket_name(bk));
-      flat += b.elements;
-      buckets_.push_back(std::move(bk));
-    }
-    fstate_ = std::make_unique<feedback_state>(feedback_, extents, names);
-    master_.assign(flat, 0.0f);
-    grads_.assign(options_.staleness + 1, std::vector<float>(flat, 0.0f));
+    flat_ = detail::pipeline::flat_plan(layout_, plan_);
+    auto set =
+        detail::pipeline::make_buckets<bucket>(flat_, layout_, opt_, t_.size(), dense_exchange,
+                                               sparse_exchange && options_.sparse_apply, codec_traits<C>::block_size);
+    buckets_ = std::move(set.buckets);
+    fstate_ = std::make_unique<feedback_state>(feedback_, set.extents, set.names);
+    master_.assign(flat_.size(), 0.0f);
+    grads_.assign(options_.staleness + 1, std::vector<float>(flat_.size(), 0.0f));
     reported_.assign(layout_.size(), 0);
     pending_.assign(buckets_.size(), 0);
-    stages_.reset(dense_bytes, t_.rank(), options_.measure_residual);
-  }
-  // "fc1.weight" or "fc1.weight + fc1.bias + 2 more": what a bucket's feedback state is called.
-  [[nodiscard]] std::string bucket_name(bucket const& bk) const {
-    std::vector<std::size_t> tensors;
-    for (std::size_t i = 0; i < placements_.size(); ++i)
-      for (auto const& p : placements_[i])
-        if (p.flat >= bk.first && p.flat < bk.first + bk.elements) {
-          tensors.push_back(i);
-          break;
-        }
-    if (tensors.empty()) return fmt::format("bucket {}", bk.id);
-    std::string s = layout_[tensors[0]].name;
-    if (tensors.size() == 2) s += " + " + layout_[tensors[1]].name;
-    if (tensors.size() > 2) s += fmt::format(" + {} more", tensors.size() - 1);
-    return s;
-  }
-
-  // Copies tensor i's values into (gather) or out of (scatter) a flat buffer in plan order.
-  void gather(std::size_t i, std::span<float const> src, std::vector<float>& flat) const {
-    for (auto const& p : placements_[i])
-      std::memcpy(flat.data() + p.flat, src.data() + p.offset, p.count * sizeof(float));
-  }
-  void scatter(std::size_t i, std::span<float> dst) const {
-    for (auto const& p : placements_[i])
-      std::memcpy(dst.data() + p.offset, master_.data() + p.flat, p.count * sizeof(float));
+    stages_.reset(set.dense_bytes, t_.rank(), options_.measure_residual);
   }
 
   // The trainer starts handing in step step_'s gradients: pick its gradient buffer, wait until the
@@ -427,7 +335,7 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
             detail::pipeline::max_steps);
     std::size_t const nbuf = options_.staleness + 1;
     gbuf_ = static_cast<std::size_t>(step_ % nbuf);
-    for (std::size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].total_chunks;
+    for (std::size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].chunks;
     stages_.wait_encoded(step_ + 1 > nbuf ? step_ + 1 - nbuf : 0, step_);
     if (hook_) {
       C c = codec_;
@@ -452,7 +360,7 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
       std::uint64_t const u = published_ + 1;
       stages_.wait_applied(u, step_);
       if (u == updates)
-        for (std::size_t i = 0; i < user_.size(); ++i) scatter(i, user_[i]);
+        for (std::size_t i = 0; i < user_.size(); ++i) flat_.scatter(i, master_, user_[i]);
       published_ = u;
       stages_.publish(u);
     }
@@ -483,7 +391,8 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
         throw_non_finite(w, grad);
       }
       if (bytes == 0 && bk.elements > 0) throw_non_finite(w, grad);
-      double const residual_sq = options_.measure_residual ? residual_squares(w.bucket) : 0.0;
+      double const residual_sq =
+          options_.measure_residual ? detail::pipeline::squared_norm(fstate_->slice(w.bucket), F::state_buffers) : 0.0;
       double const secs = detail::pipeline::seconds_since(t0);
       stages_.emit(stage::encode, w, stage_thread::encode, t0, secs, bytes);
       stages_.encoded(w, bytes, secs, residual_sq);
@@ -491,20 +400,14 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
   }
   // The error names the parameter and the element, whichever layer found the value.
   [[noreturn]] void throw_non_finite(work w, std::span<float const> grad) const {
-    std::size_t const at = first_non_finite(grad);
-    std::size_t const flat = buckets_[w.bucket].first + (at == std::size_t(-1) ? 0 : at);
-    for (std::size_t i = 0; i < placements_.size(); ++i)
-      for (auto const& p : placements_[i])
-        if (flat >= p.flat && flat < p.flat + p.count)
-          throw_error(errc::non_finite,
-                      "pipeline: step {}, rank {}: the gradient of parameter '{}' is {} at element {}; nothing was "
-                      "sent. Find where it comes from (a loss that overflows, a learning rate too high: clip the "
-                      "gradient or scale the loss), or build the feedback with non_finite_policy::propagate to sum "
-                      "NaN/Inf like any value",
-                      w.step, t_.rank(), layout_[i].name, at == std::size_t(-1) ? 0.0f : grad[at],
-                      p.offset + (flat - p.flat));
-    throw_error(errc::non_finite, "pipeline: step {}, rank {}: a non-finite gradient in bucket {}", w.step, t_.rank(),
-                w.bucket);
+    std::size_t const at = std::min(first_non_finite(grad), grad.size() - 1);
+    auto const o = flat_.locate(buckets_[w.bucket].first + at);
+    throw_error(errc::non_finite,
+                "pipeline: step {}, rank {}: the gradient of parameter '{}' is {} at element {}; nothing was sent. "
+                "Find where it comes from (a loss that overflows, a learning rate too high: clip the gradient or "
+                "scale the loss), or build the feedback with non_finite_policy::propagate to sum NaN/Inf like any "
+                "value",
+                w.step, t_.rank(), layout_[o.tensor].name, grad[at], o.element);
   }
 
   void exchange_loop() {
@@ -556,21 +459,6 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
     }
   }
 
-  // Sum of squares of bucket b's first feedback buffer (the residual), on the encode thread right
-  // after the bucket's encode: one read pass, only with options.measure_residual.
-  [[nodiscard]] double residual_squares(std::size_t b) const {
-    double sum = 0;
-    if constexpr (F::state_buffers > 0) {
-      auto const sl = fstate_->slice(b);
-      if (fstate_->precision() == element_type::bf16) {
-        for (auto x : sl.template buffer<Eigen::bfloat16>(0)) sum += double(float(x)) * double(float(x));
-      } else {
-        for (float x : sl.template buffer<float>(0)) sum += double(x) * double(x);
-      }
-    }
-    return sum;
-  }
-
   C codec_;
   std::array<C, 4> codec_ring_{};
   mutable std::mutex codec_m_;
@@ -583,8 +471,7 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
   bool attached_ = false;
   std::uint64_t run_ = 0;
   std::vector<std::span<float>> user_;
-  std::vector<std::vector<placement>> placements_;
-  std::vector<std::vector<std::pair<std::size_t, std::size_t>>> tensor_buckets_;  // (bucket, chunks of it)
+  detail::pipeline::flat_plan flat_;
   std::vector<bucket> buckets_;
   std::unique_ptr<feedback_state> fstate_;
   std::vector<float> master_;

@@ -22,6 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include <sluice/core/element.hpp>
+#include <sluice/feedback/state.hpp>
 #include <sluice/pipeline/concepts.hpp>
 #include <sluice/pipeline/options.hpp>
 
@@ -62,6 +64,18 @@ struct bucket_progress {
 /// What the exchange thread does with bucket b of a step: run it, skip it (a restore put the
 /// bucket past that step), or stop.
 enum class exchange_turn : std::uint8_t { run, skip, stop };
+
+/// Sum of squares of a feedback slice's first buffer (the residual): step_report::residual_norm.
+inline double squared_norm(feedback_slice const& s, std::size_t buffers) {
+  double sum = 0;
+  if (buffers == 0) return sum;
+  if (s.precision() == element_type::bf16) {
+    for (auto x : s.template buffer<Eigen::bfloat16>(0)) sum += double(float(x)) * double(float(x));
+  } else {
+    for (float x : s.template buffer<float>(0)) sum += double(x) * double(x);
+  }
+  return sum;
+}
 
 using clock = std::chrono::steady_clock;
 inline double seconds_since(clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); }

@@ -1,0 +1,120 @@
+// Where each tensor's elements sit in the pipeline's flat buffers (gradients, master weights):
+// buckets in plan order, each a contiguous range; a tensor may be split over buckets. Policy-
+// independent, so it is compiled once for every pipeline type.
+#pragma once
+
+#include <cstddef>
+#include <cstring>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include <sluice/bucket/layout.hpp>
+#include <sluice/bucket/plan.hpp>
+#include <sluice/core/element.hpp>
+#include <sluice/core/error.hpp>
+
+namespace sluice::detail::pipeline {
+
+/// attach()'s parameter spans against the layout: one fp32 span of the tensor's size per tensor.
+inline void check_parameters(layout const& l, std::span<std::span<float> const> params) {
+  require(params.size() == l.size(), errc::size_mismatch, "pipeline: {} parameter spans for a layout of {} tensors",
+          params.size(), l.size());
+  for (std::size_t i = 0; i < l.size(); ++i) {
+    require(l[i].element == element_type::f32, errc::unsupported,
+            "pipeline: tensor '{}' is {}; the pipeline steps fp32 parameters and gradients", l[i].name,
+            to_string(l[i].element));
+    require(params[i].size() == l[i].elements(), errc::size_mismatch,
+            "pipeline: tensor '{}' has {} elements in the layout but {} in its parameter span", l[i].name,
+            l[i].elements(), params[i].size());
+  }
+}
+
+/// The flat buffers' plan.
+class flat_plan {
+ public:
+  struct placement {
+    std::size_t offset = 0, flat = 0, count = 0;  ///< tensor elements [offset, offset + count) at flat[flat ...]
+  };
+  struct bucket_range {
+    std::size_t id = 0, first = 0, elements = 0, chunks = 0;
+    bool compressed = true;
+  };
+  /// Where a flat element comes from.
+  struct origin {
+    std::size_t tensor = 0, element = 0;
+  };
+
+  flat_plan() = default;
+  explicit flat_plan(layout const& l, bucket_plan const& plan) {
+    placements_.assign(l.size(), {});
+    tensor_buckets_.assign(l.size(), {});
+    std::size_t flat = 0;
+    for (auto const& b : plan.buckets()) {
+      buckets_.push_back({b.id, flat, b.elements, b.chunk_count, b.compressed});
+      for (auto const& c : plan.chunks_of(b)) {
+        placements_[c.tensor].push_back({c.offset, flat, c.count});
+        auto& tb = tensor_buckets_[c.tensor];
+        if (tb.empty() || tb.back().first != b.id)
+          tb.push_back({b.id, 1});
+        else
+          ++tb.back().second;
+        flat += c.count;
+      }
+    }
+    size_ = flat;
+  }
+
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  [[nodiscard]] std::span<bucket_range const> buckets() const noexcept { return buckets_; }
+  /// (bucket, chunks of tensor i in it) for each bucket tensor i reaches.
+  [[nodiscard]] std::span<std::pair<std::size_t, std::size_t> const> buckets_of(std::size_t i) const noexcept {
+    return tensor_buckets_[i];
+  }
+
+  /// Copies tensor i's values into (gather) or out of (scatter) a flat buffer.
+  void gather(std::size_t i, std::span<float const> src, std::span<float> flat) const noexcept {
+    for (auto const& p : placements_[i])
+      std::memcpy(flat.data() + p.flat, src.data() + p.offset, p.count * sizeof(float));
+  }
+  void scatter(std::size_t i, std::span<float const> flat, std::span<float> dst) const noexcept {
+    for (auto const& p : placements_[i])
+      std::memcpy(dst.data() + p.offset, flat.data() + p.flat, p.count * sizeof(float));
+  }
+
+  /// The tensor and element flat element `flat` holds.
+  [[nodiscard]] origin locate(std::size_t flat) const noexcept {
+    for (std::size_t i = 0; i < placements_.size(); ++i)
+      for (auto const& p : placements_[i])
+        if (flat >= p.flat && flat < p.flat + p.count) return {i, p.offset + (flat - p.flat)};
+    return {};
+  }
+
+  /// "fc1.weight", "fc1.weight + fc1.bias" or "fc1.weight + 3 more": the tensors of bucket b.
+  [[nodiscard]] std::string bucket_name(layout const& l, std::size_t b) const {
+    auto const& r = buckets_[b];
+    std::vector<std::size_t> tensors;
+    for (std::size_t i = 0; i < placements_.size(); ++i)
+      for (auto const& p : placements_[i])
+        if (p.flat >= r.first && p.flat < r.first + r.elements) {
+          tensors.push_back(i);
+          break;
+        }
+    if (tensors.empty()) return fmt::format("bucket {}", r.id);
+    std::string s = l[tensors[0]].name;
+    if (tensors.size() == 2) s += " + " + l[tensors[1]].name;
+    if (tensors.size() > 2) s += fmt::format(" + {} more", tensors.size() - 1);
+    return s;
+  }
+
+ private:
+  std::vector<std::vector<placement>> placements_;
+  std::vector<std::vector<std::pair<std::size_t, std::size_t>>> tensor_buckets_;
+  std::vector<bucket_range> buckets_;
+  std::size_t size_ = 0;
+};
+
+}  // namespace sluice::detail::pipeline
