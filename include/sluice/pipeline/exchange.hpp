@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -24,6 +25,7 @@
 #include <sluice/feedback/workspace.hpp>
 #include <sluice/pipeline/options.hpp>
 #include <sluice/transport/concepts.hpp>
+#include <sluice/transport/group.hpp>
 
 namespace sluice {
 
@@ -48,6 +50,18 @@ struct bucket_info {
   std::size_t id = 0;        ///< bucket id
   std::size_t elements = 0;  ///< fp32 elements
   int world = 1;             ///< ranks
+  int rank = 0;              ///< this rank
+  int group_size = 1;        ///< ranks per group (by_hierarchical: consecutive ranks, the first leads)
+};
+
+/// What encoding a bucket needs besides the codec: the feedback policy, the feedback state and
+/// bucket, and the encode workspace (all owned by the pipeline).
+template <class F, class C>
+struct bucket_encoder {
+  F const& feedback;
+  feedback_state& state;
+  std::size_t bucket;
+  feedback_workspace<C, float>& ws;
 };
 
 /// The fp32 sum of the whole bucket: by_ring_allreduce (any transport) or by_mpi_allreduce
@@ -62,9 +76,9 @@ struct dense_exchange {
 
   /// Copies `grad` in; errc::non_finite at its first NaN/Inf unless the policy propagates them.
   template <class F, class C>
-  std::size_t encode(F const& feedback, C const&, feedback_state&, std::size_t, std::span<float const> grad,
-                     collective_context const&, int, feedback_workspace<C, float>&) {
-    if (feedback.non_finite != non_finite_policy::propagate) {
+  std::size_t encode(bucket_encoder<F, C> const& enc, C const&, std::span<float const> grad, collective_context const&,
+                     int) {
+    if (enc.feedback.non_finite != non_finite_policy::propagate) {
       std::size_t const bad = first_non_finite(grad);
       require(bad == std::size_t(-1), errc::non_finite, "gradient element {} is {}", bad,
               bad == std::size_t(-1) ? 0.0f : grad[bad]);
@@ -74,8 +88,8 @@ struct dense_exchange {
   }
 
   /// Sums every rank's staged gradient into sum.dense; returns the bytes this rank sent.
-  template <Transport Tr, class C>
-  std::size_t exchange(Tr& t, C const&, collective_context const& ctx, bucket_sum& sum) {
+  template <Transport Tr, class C, class F>
+  std::size_t exchange(Tr& t, C const&, collective_context const& ctx, bucket_sum& sum, bucket_encoder<F, C> const&) {
     std::copy(staged.begin(), staged.end(), sum.dense.begin());
     std::size_t const n = staged.size();
     if constexpr (Mpi) {
@@ -103,17 +117,19 @@ struct sparse_allgather_exchange {
   }
 
   template <class F>
-  std::size_t encode(F const& feedback, C const& codec, feedback_state& fs, std::size_t b, std::span<float const> grad,
-                     collective_context const& ctx, int rank, feedback_workspace<C, float>& fws) {
+  std::size_t encode(bucket_encoder<F, C> const& enc, C const& codec, std::span<float const> grad,
+                     collective_context const& ctx, int rank) {
     auto& frame = ws.messages[static_cast<std::size_t>(rank)];
     frame.resize(codec.max_encoded_bytes(grad.size()));
-    std::size_t const bytes = feedback.encode(codec, fs.slice(b), grad, ctx.for_rank(rank), fws, frame);
+    std::size_t const bytes =
+        enc.feedback.encode(codec, enc.state.slice(enc.bucket), grad, ctx.for_rank(rank), enc.ws, frame);
     frame.resize(bytes);
     return bytes;
   }
 
-  template <Transport Tr>
-  std::size_t exchange(Tr& t, C const& codec, collective_context const& ctx, bucket_sum& sum) {
+  template <Transport Tr, class F>
+  std::size_t exchange(Tr& t, C const& codec, collective_context const& ctx, bucket_sum& sum,
+                       bucket_encoder<F, C> const&) {
     std::span<std::byte const> const mine(ws.messages[static_cast<std::size_t>(t.rank())]);
     if (sum.sparse)
       sparse_allgather_encoded(t, codec, mine, elements, sum.sparse_values, ctx, ws);
@@ -137,17 +153,17 @@ struct scatter_reduce_allgather_exchange {
   }
 
   template <class F>
-  std::size_t encode(F const& feedback, C const& codec, feedback_state& fs, std::size_t b, std::span<float const> grad,
-                     collective_context const& ctx, int rank, feedback_workspace<C, float>& fws) {
+  std::size_t encode(bucket_encoder<F, C> const& enc, C const& codec, std::span<float const> grad,
+                     collective_context const& ctx, int rank) {
     int const w = static_cast<int>(parts.size());
     std::size_t bytes = 0;
     for (int j = 0; j < w; ++j) {
       auto const part = scatter_reduce_allgather_part(grad.size(), w, j);
       auto& frame = parts[static_cast<std::size_t>(j)];
       frame.resize(codec.max_encoded_bytes(part.count));
-      std::size_t const n =
-          feedback.encode(codec, fs.slice(b, part.first, part.count), grad.subspan(part.first, part.count),
-                          ctx.for_rank(rank, 1 + static_cast<std::uint64_t>(j)), fws, frame);
+      std::size_t const n = enc.feedback.encode(codec, enc.state.slice(enc.bucket, part.first, part.count),
+                                                grad.subspan(part.first, part.count),
+                                                ctx.for_rank(rank, 1 + static_cast<std::uint64_t>(j)), enc.ws, frame);
       if (n == 0 && part.count > 0) return 0;  // the feedback skipped the step
       frame.resize(n);
       bytes += n;
@@ -155,12 +171,116 @@ struct scatter_reduce_allgather_exchange {
     return bytes;
   }
 
-  template <Transport Tr>
-  std::size_t exchange(Tr& t, C const& codec, collective_context const& ctx, bucket_sum& sum) {
+  template <Transport Tr, class F>
+  std::size_t exchange(Tr& t, C const& codec, collective_context const& ctx, bucket_sum& sum,
+                       bucket_encoder<F, C> const&) {
     std::copy(parts.begin(), parts.end(), views.begin());
     scatter_reduce_allgather_encoded(t, codec, std::span<std::span<std::byte const> const>(views),
                                      std::span<float>(sum.dense), ctx, ws);
     return ws.sent_bytes;
+  }
+};
+
+/// by_hierarchical: every member sends its fp32 gradient to its group's leader over the fast
+/// path; the leader sums its group in rank order, compensates and encodes the sum with its own
+/// error feedback, runs `Inner` (the codec's exchange, or the dense ring for bypassed buckets)
+/// with the other leaders over the thin link, and sends the result to its members, bit for bit.
+template <class C, class Inner>
+struct hierarchical_exchange {
+  Inner top{};               // among the leaders
+  std::vector<int> leaders;  // inner ranks of the group leaders
+  int leader = 0, group_end = 1, rank = 0, top_rank = 0;
+  std::vector<std::byte> send{}, recv{};
+  std::vector<float> acc{};  // the leader's group sum
+  codec_workspace<identity, float> dense{};
+
+  void size(bucket_info const& b) {
+    require(b.group_size >= 1, errc::invalid_argument, "pipeline: group size {} must be >= 1", b.group_size);
+    rank = b.rank;
+    leader = b.rank / b.group_size * b.group_size;
+    group_end = std::min(b.world, leader + b.group_size);
+    leaders.clear();
+    for (int l = 0; l < b.world; l += b.group_size) leaders.push_back(l);
+    top_rank = leader / b.group_size;
+    top.size({.id = b.id, .elements = b.elements, .world = static_cast<int>(leaders.size()), .rank = top_rank});
+    acc.assign(rank == leader ? b.elements : 0, 0.0f);
+  }
+
+  /// Members frame their gradient for the leader; leaders keep theirs as the first term of the sum.
+  template <class F>
+  std::size_t encode(bucket_encoder<F, C> const& enc, C const&, std::span<float const> grad,
+                     collective_context const& ctx, int) {
+    if (enc.feedback.non_finite != non_finite_policy::propagate) {
+      std::size_t const bad = first_non_finite(grad);
+      require(bad == std::size_t(-1), errc::non_finite, "gradient element {} is {}", bad,
+              bad == std::size_t(-1) ? 0.0f : grad[bad]);
+    }
+    if (rank == leader) {
+      std::copy(grad.begin(), grad.end(), acc.begin());
+    } else {
+      detail::encode_into(identity{}, grad, ctx.for_rank(rank), dense, send);
+      detail::stamp(send, {static_cast<std::uint32_t>(rank), 0});
+    }
+    return grad.size() * sizeof(float);
+  }
+
+  template <Transport Tr, class F>
+  std::size_t exchange(Tr& t, C const& codec, collective_context const& ctx, bucket_sum& sum,
+                       bucket_encoder<F, C> const& enc) {
+    char const* const what = "pipeline (hierarchical)";
+    deadline const d = deadline::after(ctx.timeout);
+    std::size_t const n = sum.dense.size();
+    wire::expectation const dense_expect{.codec = wire::codec_id::dense,
+                                         .element = element_type::f32,
+                                         .tensor = ctx.tensor,
+                                         .step = ctx.step,
+                                         .extent = n,
+                                         .sections = 1};
+    if (rank != leader) {
+      detail::pending_send<Tr> out(t);
+      out.start(leader, ctx.tag, send, what, ctx);
+      auto f = detail::recv_frame(t, leader, ctx.tag + 1, recv, d, {static_cast<std::uint32_t>(leader), 0},
+                                  dense_expect, what, ctx);
+      try {
+        wire::read_array(f.section(0), std::span<float>(sum.dense), "hierarchical result");
+      } catch (error const& e) {
+        detail::rethrow_with(e, what, ctx, rank, leader);
+      }
+      out.wait(d, what, ctx);
+      return send.size();
+    }
+    for (int m = leader + 1; m < group_end; ++m) {
+      auto const msg = detail::recv_message(t, m, ctx.tag, recv, d, {static_cast<std::uint32_t>(m), 0},
+                                            {.tensor = ctx.tensor, .step = ctx.step, .extent = n}, what, ctx);
+      try {
+        identity{}.decode_into(msg, ctx.for_rank(m), dense, std::span<float>(acc), accumulate);
+      } catch (error const& e) {
+        detail::rethrow_with(e, what, ctx, rank, m);
+      }
+    }
+    group<Tr> leaders_group(t, leaders);
+    collective_context top_ctx = ctx;
+    top_ctx.tag = ctx.tag + 4;
+    top_ctx.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(d.remaining());
+    std::size_t sent = 0;
+    if (top.encode(enc, codec, std::span<float const>(acc), top_ctx, top_rank) == 0 && n > 0)
+      throw_error(errc::non_finite, "the feedback skipped the group's sum");
+    sent += top.exchange(leaders_group, codec, top_ctx, sum, enc);
+    if (group_end - leader > 1) {
+      detail::write_dense_frame(send, std::span<float const>(sum.dense),
+                                {.codec = wire::codec_id::dense,
+                                 .element = element_type::f32,
+                                 .flags = 0,
+                                 .tensor = ctx.tensor,
+                                 .step = ctx.step,
+                                 .extent = n});
+      detail::stamp(send, {static_cast<std::uint32_t>(rank), 0});
+      detail::send_set<Tr> sends(t, static_cast<std::size_t>(group_end - leader));
+      for (int m = leader + 1; m < group_end; ++m) sends.start(m, ctx.tag + 1, send, what, ctx);
+      sends.wait_all(d, what, ctx);
+      sent += send.size() * static_cast<std::size_t>(group_end - leader - 1);
+    }
+    return sent;
   }
 };
 
@@ -196,6 +316,21 @@ template <class C>
 struct exchange_choice<C, by_scatter_reduce_allgather> {
   using type = scatter_reduce_allgather_exchange<C>;
 };
+template <class C>
+struct exchange_choice<C, by_hierarchical> {
+  using type =
+      hierarchical_exchange<C, typename exchange_choice<C, typename resolve_collective<C, by_codec>::type>::type>;
+};
+
+/// The exchange of buckets that bypass compression.
+template <class C, class Collective>
+struct bypass_choice {
+  using type = dense_exchange<std::is_same_v<Collective, by_mpi_allreduce>>;
+};
+template <class C>
+struct bypass_choice<C, by_hierarchical> {
+  using type = hierarchical_exchange<C, dense_exchange<false>>;
+};
 
 }  // namespace detail::pipeline
 
@@ -204,5 +339,8 @@ struct exchange_choice<C, by_scatter_reduce_allgather> {
 template <class C, class Collective>
 using exchange_for = typename detail::pipeline::exchange_choice<
     C, typename detail::pipeline::resolve_collective<C, Collective>::type>::type;
+/// The exchange strategy of a bucket that bypasses compression (the dense fp32 sum).
+template <class C, class Collective>
+using bypass_exchange_for = typename detail::pipeline::bypass_choice<C, Collective>::type;
 
 }  // namespace sluice

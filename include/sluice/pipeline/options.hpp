@@ -29,6 +29,14 @@ struct by_ring_allreduce {};            ///< dense fp32 ring; the codec is not u
 /// sluice::identity, sluice::no_feedback and an MPI transport (MpiAllreduce: sluice::mpi_transport);
 /// the call has no deadline (options.timeout does not apply to it; see mpi_transport::mpi_allreduce_sum).
 struct by_mpi_allreduce {};
+/// Two tiers (StellaTrain's clusters): consecutive ranks form groups of `group_size` (the last may
+/// be smaller), each summed on its leader (the group's first rank) over the fast path; the leaders
+/// run the codec's exchange, with error feedback on the group's sum, over the thin link, and send
+/// the result to their members. group_size 0: LOCAL_WORLD_SIZE from the launcher (torchrun's).
+struct by_hierarchical {
+  int group_size = 0;  ///< ranks per group, >= 1; 0: the environment's LOCAL_WORLD_SIZE
+  friend bool operator==(by_hierarchical const&, by_hierarchical const&) = default;
+};
 
 /// Options of a pipeline. A regular value.
 struct pipeline_options {

@@ -9,13 +9,11 @@
 #pragma once
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -76,12 +74,13 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
   static constexpr bool mpi_exchange = rules::mpi_exchange;
   static constexpr bool dense_exchange = rules::dense_exchange;  ///< every bucket summed as fp32
 
-  pipeline(C codec, F feedback, O optimizer, T&& transport, pipeline_options options = {}, Collective = {})
+  pipeline(C codec, F feedback, O optimizer, T&& transport, pipeline_options options = {}, Collective choice = {})
       : codec_(std::move(codec)),
         feedback_(std::move(feedback)),
         opt_(std::move(optimizer)),
         t_(std::forward<T>(transport)),
-        options_(options) {
+        options_(options),
+        group_size_(rules::group_size(choice)) {
     rules::validate(codec_, feedback_, opt_, options_);
   }
 
@@ -120,17 +119,11 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
   /// encode and exchange as soon as all its tensors are in, while backward goes on.
   void gradient_ready(std::size_t tensor, std::span<float const> grad) {
     check_usable("gradient_ready");
-    require(tensor < layout_.size(), errc::invalid_argument, "pipeline: tensor id {} outside the layout's {} tensors",
-            tensor, layout_.size());
-    require(grad.size() == layout_[tensor].elements(), errc::size_mismatch,
-            "pipeline: gradient of tensor '{}' has {} elements, the layout says {}", layout_[tensor].name, grad.size(),
-            layout_[tensor].elements());
-    require(!reported_[tensor], errc::invalid_argument, "pipeline: gradient of tensor '{}' handed in twice in step {}",
-            layout_[tensor].name, step_);
+    detail::pipeline::check_gradient(layout_, tensor, grad.size(), reported_, step_);
     if (reported_count_ == 0) begin_step();
     reported_[tensor] = 1;
     ++reported_count_;
-    flat_.gather(tensor, grad, grads_[gbuf_]);
+    flat_.gather(tensor, grad, grads_[gbuf_], weight_);
     ready_.clear();
     for (auto const& [b, chunks] : flat_.buckets_of(tensor))
       if ((pending_[b] -= chunks) == 0) ready_.push_back(b);
@@ -189,6 +182,18 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
     codec_ = codec;
   }
   [[nodiscard]] C const& codec() const noexcept { return codec_; }
+
+  /// Heterogeneous workers: rank r trains on `batches[r]` samples per step from the next step on.
+  /// The pipeline then averages sum_r b_r g_r / sum_r b_r instead of the plain mean (each rank
+  /// scales its gradient by b_r N / sum b as it is handed in; equal batches change no bit). Pass
+  /// the same sizes on every rank at the same step (the solver's plan.batches): before exchanging
+  /// a step with new sizes the ranks check that they agree (errc::size_mismatch on every rank).
+  void set_batch_sizes(std::span<std::size_t const> batches) {
+    require(reported_count_ == 0, errc::invalid_argument,
+            "pipeline: set_batch_sizes() in the middle of step {} (call it between steps)", step_);
+    weight_ = detail::pipeline::batch_weight(batches, t_.rank(), t_.size());
+    batches_id_ = detail::pipeline::batches_id(batches);
+  }
 
   /// Runs `hook` at every step boundary from attach() on (see step_hook). Call before attach().
   void set_step_hook(std::shared_ptr<step_hook<C, transport_type>> hook) {
@@ -284,7 +289,7 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
   using clock = detail::pipeline::clock;
   using work = detail::pipeline::work;
 
-  using bucket = detail::pipeline::bucket<C, O, Collective, mpi_exchange>;
+  using bucket = detail::pipeline::bucket<C, O, Collective>;
 
   void check_usable(char const* what) {
     require(attached_, errc::invalid_argument, "pipeline: {}() before attach()", what);
@@ -298,7 +303,7 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
 
   // The policies, options and world size, by their fields (never their printed form).
   [[nodiscard]] std::uint64_t config_id() const {
-    return serial::hash_of(codec_, feedback_, opt_, t_.size(), options_, rules::collective_id);
+    return serial::hash_of(codec_, feedback_, opt_, t_.size(), options_, rules::collective_id, group_size_);
   }
   [[nodiscard]] detail::pipeline::checkpoint_shape shape() const {
     detail::pipeline::checkpoint_shape s{.config = config_id(),
@@ -316,7 +321,7 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
   void build_buffers() {
     flat_ = detail::pipeline::flat_plan(layout_, plan_);
     auto set =
-        detail::pipeline::make_buckets<bucket>(flat_, layout_, opt_, t_.size(), dense_exchange,
+        detail::pipeline::make_buckets<bucket>(flat_, layout_, opt_, t_.size(), t_.rank(), group_size_, dense_exchange,
                                                sparse_exchange && options_.sparse_apply, codec_traits<C>::block_size);
     buckets_ = std::move(set.buckets);
     fstate_ = std::make_unique<feedback_state>(feedback_, set.extents, set.names);
@@ -343,13 +348,7 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
       if constexpr (requires { c.validate(); }) c.validate();
       codec_ = c;
     }
-    // Steps in flight are at most staleness + 2 <= 4 apart, and step - 4 has left the exchange.
-    std::lock_guard lock(codec_m_);
-    codec_ring_[step_ % codec_ring_.size()] = codec_;
-  }
-  [[nodiscard]] C codec_of(std::uint64_t step) const {
-    std::lock_guard lock(codec_m_);
-    return codec_ring_[step % codec_ring_.size()];
+    in_force_.set(step_, {codec_, batches_id_});
   }
 
   // Waits (on the trainer's thread) until every bucket has applied `updates` steps, writes the
@@ -377,15 +376,16 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
     work w;
     while (stages_.next_encode(w)) {
       auto& bk = buckets_[w.bucket];
-      C const codec = codec_of(w.step);
+      C const codec = in_force_.get(w.step).first;
       auto const t0 = clock::now();
       auto const& g = grads_[static_cast<std::size_t>(w.step % (options_.staleness + 1))];
       std::span<float const> const grad(g.data() + bk.first, bk.elements);
       collective_context const ctx = context(w.step, w.bucket);
       std::size_t bytes = 0;
+      bucket_encoder<F, C> const enc{feedback_, *fstate_, w.bucket, bk.fws};
       try {
-        bytes = bk.compressed ? bk.cx.encode(feedback_, codec, *fstate_, w.bucket, grad, ctx, t_.rank(), bk.fws)
-                              : bk.dx.encode(feedback_, codec, *fstate_, w.bucket, grad, ctx, t_.rank(), bk.fws);
+        bytes = bk.compressed ? bk.cx.encode(enc, codec, grad, ctx, t_.rank())
+                              : bk.dx.encode(enc, codec, grad, ctx, t_.rank());
       } catch (error const& e) {
         if (e.kind() != errc::non_finite) throw;
         throw_non_finite(w, grad);
@@ -413,25 +413,28 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
   void exchange_loop() {
     std::uint64_t hooked = 0;  // steps the step hook has run for
     bool resumed = false;      // the ranks agreed on the run and the first step
+    std::uint64_t agreed = 0;  // the batch sizes they agreed on
     for (std::uint64_t step = 0;; ++step) {
       for (std::size_t b = 0; b < buckets_.size(); ++b) {
         auto const turn = stages_.next_exchange(step, b);
         if (turn == detail::pipeline::exchange_turn::stop) return;
         if (turn == detail::pipeline::exchange_turn::skip) continue;  // restored past it
-        if (!resumed) {
-          detail::pipeline::agree_on_resume(t_, run_, step, options_.timeout);
+        if (std::uint64_t const batches = in_force_.get(step).second; !resumed || batches != agreed) {
+          detail::pipeline::agree_on_resume(t_, run_, step, batches, options_.timeout);
           resumed = true;
+          agreed = batches;
         }
         if (hook_ && hooked <= step) {
           hook_->before_exchange(t_, step);
           hooked = step + 1;
         }
         auto& bk = buckets_[b];
-        C const codec = codec_of(step);
+        C const codec = in_force_.get(step).first;
         auto const t0 = clock::now();
         collective_context const ctx = context(step, b);
+        bucket_encoder<F, C> const enc{feedback_, *fstate_, b, bk.fws};
         std::size_t const sent =
-            bk.compressed ? bk.cx.exchange(t_, codec, ctx, bk.sum) : bk.dx.exchange(t_, codec, ctx, bk.sum);
+            bk.compressed ? bk.cx.exchange(t_, codec, ctx, bk.sum, enc) : bk.dx.exchange(t_, codec, ctx, bk.sum, enc);
         double const secs = detail::pipeline::seconds_since(t0);
         stages_.emit(stage::exchange, {step, b}, stage_thread::exchange, t0, secs, sent);
         stages_.exchanged({step, b}, sent, secs);
@@ -460,12 +463,14 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
   }
 
   C codec_;
-  std::array<C, 4> codec_ring_{};
-  mutable std::mutex codec_m_;
+  detail::pipeline::step_ring<std::pair<C, std::uint64_t>> in_force_;  // each step's codec and batch sizes
+  float weight_ = 1.0f;                                                // this rank's gradient weight
+  std::uint64_t batches_id_ = 0;                                       // identity of the batch sizes in force
   F feedback_;
   O opt_;
   T t_;
   pipeline_options options_;
+  int group_size_ = 1;  // by_hierarchical: ranks per group
   layout layout_{};
   bucket_plan plan_{};
   bool attached_ = false;

@@ -104,26 +104,57 @@ std::uint64_t agree_on_attach(Tr& t, layout const& l, std::uint64_t config, std:
   return run;
 }
 
-/// Before the first exchange after attach (or a restore): every rank continues run `run` from
-/// step `step` as rank 0 does, or every rank raises errc::size_mismatch (a rank restored a
-/// checkpoint of another run or step, or restored where the others did not).
+/// Before the first exchange after attach (or a restore), and before a step whose batch sizes
+/// changed: every rank continues run `run` from step `step` with the batch sizes `batches`
+/// (their identity) as rank 0 does, or every rank raises errc::size_mismatch (a rank restored a
+/// checkpoint of another run or step, restored where the others did not, or set other batches).
 template <class Tr>
-void agree_on_resume(Tr& t, std::uint64_t run, std::uint64_t step, std::chrono::milliseconds timeout) {
+void agree_on_resume(Tr& t, std::uint64_t run, std::uint64_t step, std::uint64_t batches,
+                     std::chrono::milliseconds timeout) {
   if (t.size() == 1) return;
   std::vector<std::byte> mine;
   serial::put<std::uint64_t>(mine, run);
   serial::put<std::uint64_t>(mine, step);
+  serial::put<std::uint64_t>(mine, batches);
   auto const judge = [&](int p, std::span<std::byte const> theirs) {
-    std::uint64_t their_run = 0, their_step = 0;
+    std::uint64_t their_run = 0, their_step = 0, their_batches = 0;
     serial::reader rd(theirs);
-    require(rd.get(their_run) && rd.get(their_step) && rd.left() == 0, errc::malformed_message,
+    require(rd.get(their_run) && rd.get(their_step) && rd.get(their_batches) && rd.left() == 0, errc::malformed_message,
             "pipeline: rank {} sent a malformed run id", p);
     require(their_run == run && their_step == step, errc::size_mismatch,
             "pipeline: rank {} continues run {:016x} at step {}, rank 0 run {:016x} at step {}; restore checkpoints of "
             "one run and one step on every rank (pipeline::save() on every rank at the same step), or none",
             p, their_run, their_step, run, step);
+    require(their_batches == batches, errc::size_mismatch,
+            "pipeline: rank {} runs step {} with other batch sizes than rank 0; call set_batch_sizes with the same "
+            "sizes on every rank before the same step",
+            p, step);
   };
   (void)judged_by_root(t, mine, pipeline_tags::resume, pipeline_tags::resume, {}, judge, timeout, "pipeline: resume");
+}
+
+/// This rank's gradient weight b_rank N / sum b for batch sizes `batches` (one per rank, > 0):
+/// the mean of the weighted gradients is then sum b_r g_r / sum b.
+inline float batch_weight(std::span<std::size_t const> batches, int rank, int world) {
+  require(batches.size() == static_cast<std::size_t>(world), errc::size_mismatch,
+          "pipeline: {} batch sizes for {} ranks; give one per rank", batches.size(), world);
+  double sum = 0;
+  for (std::size_t r = 0; r < batches.size(); ++r) {
+    require(batches[r] > 0, errc::invalid_argument,
+            "pipeline: rank {}'s batch size is 0; every rank trains on "
+            "at least one sample per step",
+            r);
+    sum += static_cast<double>(batches[r]);
+  }
+  return static_cast<float>(static_cast<double>(batches[static_cast<std::size_t>(rank)]) * world / sum);
+}
+
+/// The identity of a set of batch sizes (what ranks compare).
+inline std::uint64_t batches_id(std::span<std::size_t const> batches) {
+  serial::hasher h;
+  h(batches.size());
+  for (std::size_t b : batches) h(b);
+  return h.value();
 }
 
 /// Rank 0's parameters to every rank, in messages of at most 16 MiB (engines bound a message's

@@ -17,15 +17,15 @@
 
 namespace sluice::detail::pipeline {
 
-/// One bucket. Mpi: bypassed buckets are summed by MPI_Allreduce (by_mpi_allreduce).
-template <class C, class O, class Collective, bool Mpi>
+/// One bucket of a pipeline aggregating with `Collective`.
+template <class C, class O, class Collective>
 struct bucket {
   std::size_t first = 0, elements = 0, chunks = 0;
   bool compressed = true;
   optimizer_state<O> ostate;
   feedback_workspace<C, float> fws{};
-  exchange_for<C, Collective> cx{};  // compressed buckets
-  dense_exchange<Mpi> dx{};          // the others
+  exchange_for<C, Collective> cx{};         // compressed buckets
+  bypass_exchange_for<C, Collective> dx{};  // the others
   bucket_sum sum{};
   explicit bucket(optimizer_state<O> s) : ostate(std::move(s)) {}
 };
@@ -42,8 +42,8 @@ struct bucket_set {
 /// Sizes every bucket of `flat`: compressed ones (unless every bucket is summed densely) through
 /// the codec's exchange, with a sparse sum when `sparse_sum`.
 template <class Bucket, class O>
-bucket_set<Bucket> make_buckets(flat_plan const& flat, layout const& l, O const& opt, int world, bool all_dense,
-                                bool sparse_sum, std::size_t block) {
+bucket_set<Bucket> make_buckets(flat_plan const& flat, layout const& l, O const& opt, int world, int rank,
+                                int group_size, bool all_dense, bool sparse_sum, std::size_t block) {
   bucket_set<Bucket> set;
   for (std::size_t b = 0; b < flat.buckets().size(); ++b) {
     auto const& r = flat.buckets()[b];
@@ -52,7 +52,7 @@ bucket_set<Bucket> make_buckets(flat_plan const& flat, layout const& l, O const&
     bk.elements = r.elements;
     bk.chunks = r.chunks;
     bk.compressed = r.compressed && !all_dense;
-    bucket_info const info{.id = r.id, .elements = r.elements, .world = world};
+    bucket_info const info{.id = r.id, .elements = r.elements, .world = world, .rank = rank, .group_size = group_size};
     if (bk.compressed)
       bk.cx.size(info);
     else

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <span>
 #include <string>
@@ -31,6 +32,19 @@ inline void check_parameters(layout const& l, std::span<std::span<float> const> 
             "pipeline: tensor '{}' has {} elements in the layout but {} in its parameter span", l[i].name,
             l[i].elements(), params[i].size());
   }
+}
+
+/// A gradient handed in for tensor `tensor` of size `n` in step `step`: a tensor of the layout, of
+/// its size, not handed in yet (`reported`).
+inline void check_gradient(layout const& l, std::size_t tensor, std::size_t n, std::span<std::uint8_t const> reported,
+                           std::uint64_t step) {
+  require(tensor < l.size(), errc::invalid_argument, "pipeline: tensor id {} outside the layout's {} tensors", tensor,
+          l.size());
+  require(n == l[tensor].elements(), errc::size_mismatch,
+          "pipeline: gradient of tensor '{}' has {} elements, the layout says {}", l[tensor].name, n,
+          l[tensor].elements());
+  require(!reported[tensor], errc::invalid_argument, "pipeline: gradient of tensor '{}' handed in twice in step {}",
+          l[tensor].name, step);
 }
 
 /// The flat buffers' plan.
@@ -75,10 +89,15 @@ class flat_plan {
     return tensor_buckets_[i];
   }
 
-  /// Copies tensor i's values into (gather) or out of (scatter) a flat buffer.
-  void gather(std::size_t i, std::span<float const> src, std::span<float> flat) const noexcept {
-    for (auto const& p : placements_[i])
-      std::memcpy(flat.data() + p.flat, src.data() + p.offset, p.count * sizeof(float));
+  /// Copies tensor i's values, times `weight`, into (gather) or out of (scatter) a flat buffer.
+  void gather(std::size_t i, std::span<float const> src, std::span<float> flat, float weight = 1.0f) const noexcept {
+    for (auto const& p : placements_[i]) {
+      if (weight == 1.0f) {
+        std::memcpy(flat.data() + p.flat, src.data() + p.offset, p.count * sizeof(float));
+        continue;
+      }
+      for (std::size_t k = 0; k < p.count; ++k) flat[p.flat + k] = src[p.offset + k] * weight;
+    }
   }
   void scatter(std::size_t i, std::span<float const> flat, std::span<float> dst) const noexcept {
     for (auto const& p : placements_[i])

@@ -16,6 +16,7 @@
 #include <sluice/pipeline/exchange.hpp>
 #include <sluice/pipeline/options.hpp>
 #include <sluice/transport/concepts.hpp>
+#include <sluice/transport/launcher.hpp>
 
 namespace sluice::detail::pipeline {
 
@@ -31,9 +32,14 @@ struct rules {
   static constexpr bool sparse_exchange = std::is_same_v<collective, by_sparse_allgather>;
   static constexpr bool ring_exchange = std::is_same_v<collective, by_ring_allreduce>;
   static constexpr bool mpi_exchange = std::is_same_v<collective, by_mpi_allreduce>;
+  static constexpr bool hierarchical_exchange = std::is_same_v<collective, by_hierarchical>;
   static constexpr bool dense_exchange = ring_exchange || mpi_exchange;
   /// The aggregation's part of the configuration's identity.
-  static constexpr std::uint32_t collective_id = ring_exchange ? 1 : mpi_exchange ? 2 : sparse_exchange ? 3 : 4;
+  static constexpr std::uint32_t collective_id = ring_exchange           ? 1
+                                                 : mpi_exchange          ? 2
+                                                 : sparse_exchange       ? 3
+                                                 : hierarchical_exchange ? 5
+                                                                         : 4;
 
   static_assert(std::is_reference_v<T> || std::is_move_constructible_v<transport_type>,
                 "sluice::pipeline: this transport cannot be moved (it owns sockets or an MPI communicator), so "
@@ -66,6 +72,20 @@ struct rules {
       !is_momentum_correction<F> || std::is_same_v<O, sgd>,
       "sluice::pipeline: momentum_correction (DGC) accumulates momentum before selection, so the optimizer "
       "must not keep its own; use sluice::sgd{} with momentum = 0, or sluice::residual{} with this optimizer");
+
+  /// Ranks per group of by_hierarchical (the value's, or the launcher's LOCAL_WORLD_SIZE); 1 otherwise.
+  static int group_size(Collective const& choice) {
+    if constexpr (hierarchical_exchange) {
+      int const g = choice.group_size > 0 ? choice.group_size : env_int("LOCAL_WORLD_SIZE", 0, "by_hierarchical");
+      require(g >= 1, errc::invalid_argument,
+              "pipeline: by_hierarchical needs its group size: give by_hierarchical{{.group_size = ranks per group}}, "
+              "or start the ranks with LOCAL_WORLD_SIZE set (torchrun and sluice-run set it)");
+      return g;
+    } else {
+      (void)choice;
+      return 1;
+    }
+  }
 
   /// errc::invalid_argument for values that cannot run, before anything starts.
   static void validate(C const& codec, F const& feedback, O const& opt, pipeline_options const& o) {

@@ -80,6 +80,26 @@ inline double squared_norm(feedback_slice const& s, std::size_t buffers) {
 using clock = std::chrono::steady_clock;
 inline double seconds_since(clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); }
 
+/// Values the trainer's thread sets as a step begins and the stage threads read (the codec in
+/// force, the batch sizes): steps in flight are at most staleness + 2 <= 4 apart, and step - 4 has
+/// left the exchange.
+template <class V>
+class step_ring {
+ public:
+  void set(std::uint64_t step, V v) {
+    std::lock_guard lock(m_);
+    ring_[step % ring_.size()] = std::move(v);
+  }
+  [[nodiscard]] V get(std::uint64_t step) const {
+    std::lock_guard lock(m_);
+    return ring_[step % ring_.size()];
+  }
+
+ private:
+  mutable std::mutex m_;
+  std::array<V, 4> ring_{};
+};
+
 /// The scheduler. Thread-safety: the trainer's calls (push_encode, wait_*, publish, restore) come
 /// from one thread; the stage calls from the stage threads it runs; everything shared is guarded
 /// by one mutex and one condition variable.
