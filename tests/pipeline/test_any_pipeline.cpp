@@ -1,0 +1,64 @@
+// sluice::any_pipeline: codec, feedback and optimizer chosen at run time from values, the pipelines
+// compiled once in a library (sluice_add_any_pipeline): the same bits as the pipeline of the same
+// policies, and the errors of a choice that cannot run.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include <sluice/pipeline/any.hpp>
+#include <sluice/pipeline/pipeline.hpp>
+#include <sluice/transport/local.hpp>
+
+#include "pipeline/pipeline_testing.hpp"
+#include "support/local_world.hpp"
+
+namespace {
+
+using namespace sluice;
+using namespace sluice::test;
+
+template <class Make>
+std::vector<model_params> train(int n, unsigned staleness, int steps, Make make) {
+  std::vector<model_params> out(static_cast<std::size_t>(n), model_params(model()));
+  auto errors = test::run_local(n, [&](local_transport& ep) {
+    int const r = ep.rank();
+    model_params p(model());
+    auto pipe = make(ep, small_buckets(staleness));
+    auto spans = p.spans();
+    pipe->attach(model(), spans);
+    std::vector<std::vector<float>> g;
+    for (int s = 0; s < steps; ++s) {
+      gradients(r, static_cast<std::uint64_t>(s), p, g);
+      pipe->step(views(g));
+    }
+    pipe->synchronize();
+    out[static_cast<std::size_t>(r)] = p;
+  });
+  test::rethrow_first(errors);
+  return out;
+}
+
+TEST_CASE("any_pipeline: a run-time choice gives the bits of the pipeline of the same policies") {
+  auto const chosen = train(3, 1, 5, [](local_transport& ep, pipeline_options o) {
+    any_codec const codec = top_k{.ratio = 0.05};  // as parsed from a command line
+    any_feedback const feedback = residual{};
+    any_optimizer const opt = sgd{.lr = 0.1, .momentum = 0.9};
+    return std::make_unique<any_pipeline<local_transport>>(codec, feedback, opt, std::move(ep), o);
+  });
+  auto const fixed = train(3, 1, 5, [](local_transport& ep, pipeline_options o) {
+    return std::make_unique<pipeline<top_k, residual, sgd, local_transport>>(
+        top_k{.ratio = 0.05}, residual{}, sgd{.lr = 0.1, .momentum = 0.9}, std::move(ep), o);
+  });
+  for (std::size_t r = 0; r < chosen.size(); ++r) CHECK(chosen[r] == fixed[r]);
+}
+
+TEST_CASE("any_pipeline: identity with error feedback is refused with what to choose") {
+  auto ts = local_transport::create(1);
+  CHECK_THROWS_WITH_AS((any_pipeline<local_transport>{identity{}, residual{}, sgd{}, std::move(ts[0])}),
+                       doctest::Contains("choose no_feedback with identity"), error);
+  any_pipeline<local_transport> ok{identity{}, no_feedback{}, adam{}, std::move(ts[0])};
+  CHECK(ok.describe().find("identity") != std::string::npos);
+}
+
+}  // namespace
