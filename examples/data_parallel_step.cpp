@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
     sluice::pipeline pipe{sluice::top_k{.ratio = 0.01},  // keep the largest 1% of each bucket
                           sluice::residual{},            // error feedback (EF-SGD): nothing is lost
                           sluice::sgd{.lr = 0.05},       // on fp32 master weights
-                          std::move(transport),          // local threads, Open MPI or ZeroMQ
+                          std::move(transport),          // a local_transport endpoint, moved in
                           sluice::pipeline_options{.staleness = 1, .seed = 1}};
     pipe.attach(model, params);  // every rank, same layout (checked across ranks)
     for (int step = 0; step < steps; ++step) {

@@ -169,9 +169,11 @@ with open(summary_md, "w") as f:
     f.write("\n".join(md) + "\n")
 
 # Gnuplot: one panel per link rate (and no link), one curve per configuration; projected dashed.
-panels = list(rates) + ["no link"]
-gp = [f'set terminal pngcairo size 1400,{450 * ((len(panels) + 1) // 2)} font "sans,10"',
-      f'set output "{plot_png}"', f"set multiplot layout {(len(panels) + 1) // 2},2",
+# The "no link" panel only when its runs exist (scripts/demo.sh runs the shaped phase alone).
+panels = list(rates) + (["no link"] if any(k[0] == "no link" for k in curves) else [])
+cols = min(2, len(panels))
+gp = [f'set terminal pngcairo size {700 * cols},{450 * ((len(panels) + 1) // 2)} font "sans,10"',
+      f'set output "{plot_png}"', f"set multiplot layout {(len(panels) + 1) // 2},{cols}",
       "set termoption noenhanced", "set grid", "set key bottom right", 'set xlabel "training time (s, evaluations excluded)"',
       'set ylabel "test accuracy"', f"set yrange [0.80:{max(0.90, target + 0.01)}]", "set xrange [0:*]"]
 for i, panel in enumerate(panels):

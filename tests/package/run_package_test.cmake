@@ -15,13 +15,25 @@ endfunction()
 
 set(common -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER=${CXX_COMPILER})
 if(MODE STREQUAL "find_package")
+  # The default build then builds sluice-plan only (SLUICE_BUILD_TOOLS), which the install needs.
   run(${CMAKE_COMMAND} -S "${SLUICE_SOURCE_DIR}" -B "${WORK_DIR}/sluice-build" ${common}
-      -DSLUICE_BUILD_TESTS=OFF -DSLUICE_BUILD_BENCH=OFF -DSLUICE_BUILD_EXAMPLES=OFF
+      -DSLUICE_BUILD_TESTS=OFF -DSLUICE_BUILD_BENCH=OFF -DSLUICE_BUILD_EXAMPLES=OFF -DSLUICE_VERIFY_HEADERS=OFF
       -DCMAKE_INSTALL_PREFIX=${WORK_DIR}/prefix)
+  run(${CMAKE_COMMAND} --build "${WORK_DIR}/sluice-build")
   run(${CMAKE_COMMAND} --install "${WORK_DIR}/sluice-build")
-  if(NOT EXISTS "${WORK_DIR}/prefix/include/sluice/sluice.hpp")
-    message(FATAL_ERROR "install did not place include/sluice/sluice.hpp")
+  foreach(f include/sluice/sluice.hpp bin/sluice-run share/sluice/netns.sh)
+    if(NOT EXISTS "${WORK_DIR}/prefix/${f}")
+      message(FATAL_ERROR "install did not place ${f}")
+    endif()
+  endforeach()
+  # sluice-plan is built where CLI11 and nlohmann-json are found; then it must be installed and run.
+  if(EXISTS "${WORK_DIR}/sluice-build/examples/sluice_plan/sluice-plan")
+    if(NOT EXISTS "${WORK_DIR}/prefix/bin/sluice-plan")
+      message(FATAL_ERROR "sluice-plan was built but the install did not place bin/sluice-plan")
+    endif()
+    run("${WORK_DIR}/prefix/bin/sluice-plan" --example)
   endif()
+  run("${WORK_DIR}/prefix/bin/sluice-run" -n 2 --quiet -- true)
   set(consumer -S "${CMAKE_CURRENT_LIST_DIR}/consumer" ${common} -DCONSUMER_MODE=find_package
                -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix)
   file(GLOB installed RELATIVE "${WORK_DIR}/prefix/share/cmake/sluice" "${WORK_DIR}/prefix/share/cmake/sluice/sluice-*Targets.cmake")
