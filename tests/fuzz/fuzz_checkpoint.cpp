@@ -1,0 +1,108 @@
+// libFuzzer target for the pipeline's checkpoint: everything pipeline::restore parses before it
+// changes anything (the record and each value it holds, the error-feedback state, every bucket's
+// optimizer state and pending sum), against the shape of a real attached pipeline. The first byte
+// picks raw input (resealed or not) or edits of a valid checkpoint (resealed), so mutations reach
+// every field check. The only acceptable failure is a sluice::error of errc::malformed_message or
+// errc::size_mismatch.
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <vector>
+
+#include <sluice/compress/top_k.hpp>
+#include <sluice/feedback/residual.hpp>
+#include <sluice/optim/adam.hpp>
+#include <sluice/pipeline/pipeline.hpp>
+#include <sluice/transport/local.hpp>
+
+namespace {
+
+using test_pipeline = sluice::pipeline<sluice::top_k, sluice::residual, sluice::adam, sluice::local_transport>;
+
+// A one-rank pipeline at staleness 2, four steps in (sums pending), and its checkpoints.
+struct fixture {
+  sluice::layout model;
+  std::vector<std::vector<float>> params;
+  std::vector<std::span<float>> spans;
+  std::unique_ptr<test_pipeline> pipe;
+  std::vector<std::byte> pending, synced;
+  sluice::detail::pipeline::checkpoint_shape shape;
+
+  fixture() {
+    model.add("w", {40, 64});
+    model.add("b", {40});
+    params = {std::vector<float>(40 * 64, 0.5f), std::vector<float>(40, 0.25f)};
+    for (auto& p : params) spans.emplace_back(p);
+    pipe = std::make_unique<test_pipeline>(sluice::top_k{.ratio = 0.05}, sluice::residual{}, sluice::adam{},
+                                           std::move(sluice::local_transport::create(1)[0]),
+                                           sluice::pipeline_options{.staleness = 2, .bucket_bytes = 4096});
+    pipe->attach(model, spans);
+    std::vector<float> gw(40 * 64), gb(40);
+    for (int s = 0; s < 4; ++s) {
+      for (std::size_t i = 0; i < gw.size(); ++i)
+        gw[i] = static_cast<float>((i * 7 + static_cast<std::size_t>(s)) % 13) - 6;
+      std::vector<std::span<float const>> g{gw, gb};
+      pipe->step(g);
+    }
+    pending = pipe->save();
+    pipe->synchronize();
+    synced = pipe->save();
+    std::memcpy(&shape.config, pending.data() + 8, 8);
+    std::memcpy(&shape.layout, pending.data() + 16, 8);
+    shape.staleness = 2;
+    for (auto const& p : params) shape.user.push_back(p.size());
+    for (auto const& b : pipe->plan().buckets()) {
+      shape.master += b.elements;
+      shape.bucket_elements.push_back(b.elements);
+      shape.bucket_sparse.push_back(b.compressed ? 1 : 0);
+    }
+  }
+};
+
+void reseal(std::vector<std::byte>& b) {
+  if (b.size() < sluice::serial::record_trailer_bytes) return;
+  std::uint64_t const h = sluice::serial::stable_hash(std::span<std::byte const>(b.data(), b.size() - 8));
+  std::memcpy(b.data() + b.size() - 8, &h, 8);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size) {
+  static fixture f;
+  if (size == 0) return 0;
+  std::vector<std::byte> in(size - 1);
+  if (size > 1) std::memcpy(in.data(), data + 1, size - 1);
+  std::vector<std::byte> bytes;
+  switch (data[0] % 4) {
+    case 0:  // raw
+      bytes = in;
+      break;
+    case 1:  // raw, resealed
+      bytes = in;
+      reseal(bytes);
+      break;
+    default: {  // (offset, byte) edits of a valid checkpoint, resealed
+      bytes = data[0] % 4 == 2 ? f.pending : f.synced;
+      for (std::size_t i = 0; i + 2 < in.size(); i += 3) {
+        std::size_t const at =
+            (static_cast<std::size_t>(in[i]) << 8 | static_cast<std::size_t>(in[i + 1])) % bytes.size();
+        bytes[at] = in[i + 2];
+      }
+      reseal(bytes);
+    }
+  }
+  try {
+    auto c = sluice::detail::pipeline::read_checkpoint(bytes, f.shape, "fuzz");
+    sluice::feedback_state fs = f.pipe->residuals();
+    fs.restore(c.feedback);
+    for (std::size_t b = 0; b < c.buckets.size(); ++b) {
+      sluice::optimizer_state<sluice::adam> os(sluice::adam{}, f.shape.bucket_elements[b],
+                                               static_cast<std::uint32_t>(b));
+      os.restore(c.buckets[b].optimizer);
+    }
+  } catch (sluice::error const& e) {
+    if (e.code() != sluice::errc::malformed_message && e.code() != sluice::errc::size_mismatch) __builtin_trap();
+  }
+  return 0;
+}
