@@ -500,7 +500,8 @@ TEST_CASE("cuda::allreduce over NCCL with max-min quantization decodes every ran
                   sluice::error);
 }
 
-TEST_CASE("cuda::allreduce over NCCL with top-k and random-k decodes every rank's CPU frame in rank order") {
+TEST_CASE(
+    "cuda::allreduce over NCCL with top-k, block top-k and random-k decodes every rank's CPU frame in rank order") {
   using namespace std::chrono_literals;
   auto eps = sluice::local_transport::create(1);
   sluice::nccl_transport<sluice::local_transport> t(eps[0], {.device = 0}, sluice::deadline::after(60s));
@@ -549,6 +550,24 @@ TEST_CASE("cuda::allreduce over NCCL with top-k and random-k decodes every rank'
     sc::allreduce_workspace<top_k> small(n / 2, c, 1);
     CHECK_THROWS_AS(run(c, fb, dg.span(), de.span(), sum.span(), small), sluice::error);
   }
+  for (std::size_t block : {std::size_t{16}, std::size_t{7}})
+    for (auto score : {sluice::block_score::l1, sluice::block_score::l2})
+      for (bool fb : {true, false}) {
+        CAPTURE(block);
+        CAPTURE(fb);
+        block_top_k const c{.ratio = 0.01, .block = block, .score = score};
+        std::vector<float> residual;
+        auto const want = reference(c, fb, residual);
+        auto dg = upload(g), de = upload(e0);
+        sc::device_buffer<float> sum(n);
+        sc::allreduce_workspace<block_top_k> ws(n, c, 1);
+        auto const r = run(c, fb, dg.span(), de.span(), sum.span(), ws);
+        sc::check(cudaDeviceSynchronize(), "sync");
+        CHECK(r.non_finite == (fb ? 1u : 0u));
+        same_bits(download(sum.data(), n), want, "block-top-k sum");
+        same_bits(download(de.data(), n), fb ? residual : e0, "block-top-k residual");
+        same_bits(download(dg.data(), n), g, "gradient untouched");
+      }
   for (bool rescale : {false, true})
     for (bool fb : {true, false}) {
       CAPTURE(rescale);

@@ -2,7 +2,7 @@
 // cuda::allreduce (as codec_traits is for the CPU collectives). A specialization says how many
 // bytes one rank's payload takes, which scratch the device encoder needs, how the encoder writes
 // the payload (error feedback fused) and how a gathered payload is added into a dense sum, with the
-// CPU codec's bits: maxmin_quantize, top_k and random_k have one.
+// CPU codec's bits: maxmin_quantize, top_k, block_top_k and random_k have one.
 #pragma once
 
 #include <algorithm>
@@ -12,10 +12,12 @@
 
 #include <cuda_runtime.h>
 
+#include <sluice/compress/block_top_k.hpp>
 #include <sluice/compress/maxmin_quantize.hpp>
 #include <sluice/compress/random_k.hpp>
 #include <sluice/compress/top_k.hpp>
 #include <sluice/core/error.hpp>
+#include <sluice/cuda/block_top_k.cuh>
 #include <sluice/cuda/maxmin.cuh>
 #include <sluice/cuda/random_k.cuh>
 #include <sluice/cuda/scatter.cuh>
@@ -149,6 +151,54 @@ struct device_codec<random_k> {
   }
 };
 
-static_assert(DeviceCodec<maxmin_quantize> && DeviceCodec<top_k> && DeviceCodec<random_k>);
+/// Block top-k: the payload is kb = c.keep_blocks(n) block indices then their elements, kb * block
+/// values (block_top_k_select, the last block zero-padded), added with scatter_add_blocks.
+template <>
+struct device_codec<block_top_k> {
+  class scratch {
+   public:
+    scratch(std::size_t n, block_top_k const& c) : select_(n, checked_block(c)) {}
+
+   private:
+    friend struct device_codec<block_top_k>;
+    static std::size_t checked_block(block_top_k const& c) {
+      c.validate();
+      return c.block;
+    }
+    block_top_k_workspace select_;
+  };
+  static std::size_t payload_bytes(block_top_k const& c, std::size_t n) {
+    c.validate();
+    return 4 * c.keep_blocks(n) * (1 + c.block);
+  }
+  static stream_key draw_key(stream_key const&) noexcept { return {}; }
+  static device_status encode(block_top_k const& c, std::span<float const> g, std::span<float> e, stream_key const&,
+                              scratch& ws, std::span<std::byte> payload, unsigned long long* non_finite,
+                              cudaStream_t s) {
+    std::size_t const kb = c.keep_blocks(g.size());
+    bool const l2 = c.score == block_score::l2;
+    if (e.empty())
+      return block_top_k_select(g, c.block, l2, kb, ws.select_, blocks(payload.data(), kb),
+                                values(payload.data(), kb, c.block), s);
+    return block_top_k_select(g, e, c.block, l2, kb, ws.select_, blocks(payload.data(), kb),
+                              values(payload.data(), kb, c.block), non_finite, s);
+  }
+  static device_status add(std::span<float> sum, block_top_k const& c, scratch const&,
+                           std::span<std::byte const> payload, cudaStream_t s) {
+    std::size_t const kb = c.keep_blocks(sum.size());
+    auto* const at = const_cast<std::byte*>(payload.data());
+    return scatter_add_blocks(sum, blocks(at, kb), c.block, values(at, kb, c.block), s);
+  }
+
+ private:
+  static std::span<std::uint32_t> blocks(std::byte* at, std::size_t kb) noexcept {
+    return {reinterpret_cast<std::uint32_t*>(at), kb};
+  }
+  static std::span<float> values(std::byte* at, std::size_t kb, std::size_t block) noexcept {
+    return {reinterpret_cast<float*>(at + 4 * kb), kb * block};
+  }
+};
+
+static_assert(DeviceCodec<maxmin_quantize> && DeviceCodec<top_k> && DeviceCodec<block_top_k> && DeviceCodec<random_k>);
 
 }  // namespace sluice::cuda
