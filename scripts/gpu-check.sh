@@ -56,7 +56,7 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DSLUICE_WERROR=ON -DSLUICE_BU
   { cat "$build.configure.log"; say "FAILED: configure"; exit 1; }
 grep -q "nvcc=ON" "$build.configure.log" || { say "FAILED: CMake did not enable CUDA (see $build.configure.log)"; exit 1; }
 # NCCL found: the one-rank nccl_transport checks (frame gather; test_cuda_gpu then also runs
-# cuda::maxmin_allreduce over NCCL).
+# cuda::allreduce over NCCL).
 grep -q "NCCL=ON" "$build.configure.log" && targets+=(test_transport_nccl)
 collective=0
 if [[ ${GPU_CHECK_COLLECTIVE:-1} != 0 && $(id -u) == 0 ]] && grep -q "ZeroMQ=ON" "$build.configure.log" &&

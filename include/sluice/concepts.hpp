@@ -5,7 +5,7 @@
 #include <sluice/collective/concepts.hpp>
 #include <sluice/compress/concepts.hpp>
 #include <sluice/core/concepts.hpp>
-#include <sluice/cuda/concepts.hpp>
+#include <sluice/cuda/status.hpp>
 #include <sluice/feedback/concepts.hpp>
 #include <sluice/optim/concepts.hpp>
 #include <sluice/pipeline/concepts.hpp>

@@ -9,13 +9,14 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
-#include <sluice/cuda/concepts.hpp>
 #include <sluice/cuda/frame.hpp>
 #include <sluice/cuda/functors.hpp>
+#include <sluice/cuda/status.hpp>
 #include <sluice/feedback/non_finite.hpp>
 #include <sluice/feedback/residual.hpp>
 #include <sluice/feedback/state.hpp>
@@ -696,4 +697,24 @@ TEST_CASE("device statuses map to sluice errors at the host boundary") {
   CHECK_NOTHROW(cuda::check(cuda::device_status::ok, "k"));
   CHECK_THROWS_AS(cuda::check(cuda::device_status::size_mismatch, "k"), error);
   CHECK(cuda::to_errc(cuda::device_status::no_device) == errc::unsupported);
+  // A launch failure names the status and carries the runtime's text (cuda::status_of keeps it;
+  // set by hand here, without the runtime).
+  cuda::detail::runtime_error_name = "cudaErrorLaunchOutOfResources";
+  cuda::detail::runtime_error_text = "too many resources requested for launch";
+  try {
+    cuda::check(cuda::device_status::launch_failed, "top_k_select(tensor 3)");
+    FAIL("no throw");
+  } catch (error const& e) {
+    CHECK(e.code() == errc::unsupported);
+    CHECK(std::string(e.what()).find("top_k_select(tensor 3): device status launch_failed (CUDA error "
+                                     "cudaErrorLaunchOutOfResources: too many resources requested for launch)") !=
+          std::string::npos);
+  }
+  try {
+    cuda::check(cuda::device_status::size_mismatch, "k");
+    FAIL("no throw");
+  } catch (error const& e) {
+    CHECK(std::string(e.what()).find("k: device status size_mismatch") != std::string::npos);
+    CHECK(std::string(e.what()).find("CUDA error") == std::string::npos);
+  }
 }

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -447,25 +448,25 @@ TEST_CASE("device sparse and bf16-moment steps give the CPU optimizers' bits") {
 }
 
 #if defined(SLUICE_TEST_NCCL)
-TEST_CASE("the compressed allreduce over NCCL decodes every rank's CPU frame in rank order") {
+TEST_CASE("cuda::allreduce over NCCL with max-min quantization decodes every rank's CPU frame in rank order") {
   using namespace std::chrono_literals;
   auto eps = sluice::local_transport::create(1);
   sluice::nccl_transport<sluice::local_transport> t(eps[0], {.device = 0}, sluice::deadline::after(60s));
   std::size_t const n = 1000 * 33 + 5;
   maxmin_quantize const c{.bits = 4, .bucket = 1000, .round = rounding::stochastic};
-  sc::maxmin_params const p{4, 1000, true};
-  encode_context const ctx{.seed = 2, .rank = 0, .step = 4, .tensor = 1};
+  sluice::collective_context const cc{.step = 4, .tensor = 1, .seed = 2, .timeout = 30s};
+  encode_context const ctx = cc.for_rank(0);
   auto g = normal(n, 12);
   g[2001] = std::numeric_limits<float>::infinity();
   auto const e0 = normal(n, 13, 0.1f);
   auto dg = upload(g), de = upload(e0);
   sc::device_buffer<float> sum(n);
-  sc::maxmin_allreduce_workspace ws(n, p, 1);
-  sc::non_finite_counter nf;
-  sc::maxmin_allreduce(t, dg.span(), de.span(), p, ctx.key(), sum.span(), ws, nf.count(), nullptr,
-                       sluice::deadline::after(30s));
+  sc::allreduce_workspace<maxmin_quantize> ws(n, c, 1);
+  sluice::residual const propagate{.non_finite = sluice::non_finite_policy::propagate};
+  auto const r = sc::allreduce(t, c, propagate, dg.span(), de.span(), sum.span(), cc, ws, nullptr);
   sc::check(cudaDeviceSynchronize(), "sync");
-  CHECK(nf.take(nullptr) == 1);
+  CHECK_FALSE(r.skipped);
+  CHECK(r.non_finite == 1);
   // The CPU: residual feedback's frame, decoded (one rank: the sum is its decode).
   auto const ref = sluice::test::maxmin_feedback(c, ctx, g, e0);
   std::vector<float> d(n);
@@ -474,17 +475,39 @@ TEST_CASE("the compressed allreduce over NCCL decodes every rank's CPU frame in 
   same_bits(download(sum.data(), n), d, "sum");
   same_bits(download(de.data(), n), ref.residual, "residual");
   // A sum of the wrong size is refused before anything is queued.
-  CHECK_THROWS_AS(sc::maxmin_allreduce(t, dg.span(), de.span(), p, ctx.key(), std::span<float>(sum.data(), n - 1), ws,
-                                       nullptr, nullptr, sluice::deadline::after(5s)),
+  CHECK_THROWS_AS(
+      sc::allreduce(t, c, propagate, dg.span(), de.span(), std::span<float>(sum.data(), n - 1), cc, ws, nullptr),
+      sluice::error);
+  // The feedback's non_finite policy runs before anything changes: throw_error names the element,
+  // skip_step skips on every rank; neither touches the residual or the sum.
+  auto const e1 = download(de.data(), n);
+  auto const s1 = download(sum.data(), n);
+  try {
+    (void)sc::allreduce(t, c, sluice::residual{}, dg.span(), de.span(), sum.span(), cc, ws, nullptr);
+    FAIL("a non-finite gradient under throw_error must throw");
+  } catch (sluice::error const& e) {
+    CHECK(e.code() == sluice::errc::non_finite);
+    CHECK(std::string(e.what()).find("element 2001") != std::string::npos);
+  }
+  sluice::residual const skip{.non_finite = sluice::non_finite_policy::skip_step};
+  CHECK(sc::allreduce(t, c, skip, dg.span(), de.span(), sum.span(), cc, ws, nullptr).skipped);
+  sc::check(cudaDeviceSynchronize(), "sync");
+  same_bits(download(de.data(), n), e1, "residual after refusals");
+  same_bits(download(sum.data(), n), s1, "sum after refusals");
+  // A bf16 residual is not kept on the device.
+  CHECK_THROWS_AS(sc::allreduce(t, c, sluice::residual{.precision = sluice::element_type::bf16}, dg.span(), de.span(),
+                                sum.span(), cc, ws, nullptr),
                   sluice::error);
 }
 
-TEST_CASE("the top-k and random-k allreduce over NCCL decode every rank's CPU frame in rank order") {
+TEST_CASE(
+    "cuda::allreduce over NCCL with top-k, block top-k and random-k decodes every rank's CPU frame in rank order") {
   using namespace std::chrono_literals;
   auto eps = sluice::local_transport::create(1);
   sluice::nccl_transport<sluice::local_transport> t(eps[0], {.device = 0}, sluice::deadline::after(60s));
   std::size_t const n = (1u << 16) + 7;
-  encode_context const ctx{.seed = 5, .rank = 0, .step = 3, .tensor = 2};
+  sluice::collective_context const cc{.step = 3, .tensor = 2, .seed = 5, .timeout = 30s};
+  encode_context const ctx = cc.for_rank(0);
   auto g = normal(n, 14);
   g[4099] = -std::numeric_limits<float>::infinity();  // sent first by top-k; +0 residuals after
   auto const e0 = normal(n, 15, 0.5f);
@@ -501,6 +524,14 @@ TEST_CASE("the top-k and random-k allreduce over NCCL decode every rank's CPU fr
     residual = sluice::test::kept_residual(cv, d);
     return sum;
   };
+  sluice::residual const with{.non_finite = sluice::non_finite_policy::propagate};
+  sluice::no_feedback const without{.non_finite = sluice::non_finite_policy::propagate};
+  // One call for either feedback policy: the residual span is empty without feedback.
+  auto run = [&](auto const& c, bool fb, std::span<float const> grad, std::span<float> e, std::span<float> sum,
+                 auto& ws) {
+    return fb ? sc::allreduce(t, c, with, grad, e, sum, cc, ws, nullptr)
+              : sc::allreduce(t, c, without, grad, std::span<float>(), sum, cc, ws, nullptr);
+  };
   for (bool fb : {true, false}) {
     CAPTURE(fb);
     top_k const c{.ratio = 0.01};
@@ -508,23 +539,35 @@ TEST_CASE("the top-k and random-k allreduce over NCCL decode every rank's CPU fr
     auto const want = reference(c, fb, residual);
     auto dg = upload(g), de = upload(e0);
     sc::device_buffer<float> sum(n);
-    sc::top_k_allreduce_workspace ws(n, c, 1);
-    sc::non_finite_counter nf;
-    sc::top_k_allreduce(t, dg.span(), fb ? de.span() : std::span<float>(), c, sum.span(), ws, nf.count(), nullptr,
-                        sluice::deadline::after(30s));
+    sc::allreduce_workspace<top_k> ws(n, c, 1);
+    auto const r = run(c, fb, dg.span(), de.span(), sum.span(), ws);
     sc::check(cudaDeviceSynchronize(), "sync");
-    CHECK(nf.take(nullptr) == (fb ? 1u : 0u));
+    CHECK(r.non_finite == (fb ? 1u : 0u));
     same_bits(download(sum.data(), n), want, "top-k sum");
     same_bits(download(de.data(), n), fb ? residual : e0, "top-k residual");
     same_bits(download(dg.data(), n), g, "gradient untouched");
-    CHECK_THROWS_AS(sc::top_k_allreduce(t, dg.span(), de.span(), c, std::span<float>(sum.data(), n - 1), ws, nullptr,
-                                        nullptr, sluice::deadline::after(5s)),
-                    sluice::error);
-    sc::top_k_allreduce_workspace small(n / 2, c, 1);
-    CHECK_THROWS_AS(sc::top_k_allreduce(t, dg.span(), de.span(), c, sum.span(), small, nullptr, nullptr,
-                                        sluice::deadline::after(5s)),
-                    sluice::error);
+    CHECK_THROWS_AS(run(c, fb, dg.span(), de.span(), std::span<float>(sum.data(), n - 1), ws), sluice::error);
+    sc::allreduce_workspace<top_k> small(n / 2, c, 1);
+    CHECK_THROWS_AS(run(c, fb, dg.span(), de.span(), sum.span(), small), sluice::error);
   }
+  for (std::size_t block : {std::size_t{16}, std::size_t{7}})
+    for (auto score : {sluice::block_score::l1, sluice::block_score::l2})
+      for (bool fb : {true, false}) {
+        CAPTURE(block);
+        CAPTURE(fb);
+        block_top_k const c{.ratio = 0.01, .block = block, .score = score};
+        std::vector<float> residual;
+        auto const want = reference(c, fb, residual);
+        auto dg = upload(g), de = upload(e0);
+        sc::device_buffer<float> sum(n);
+        sc::allreduce_workspace<block_top_k> ws(n, c, 1);
+        auto const r = run(c, fb, dg.span(), de.span(), sum.span(), ws);
+        sc::check(cudaDeviceSynchronize(), "sync");
+        CHECK(r.non_finite == (fb ? 1u : 0u));
+        same_bits(download(sum.data(), n), want, "block-top-k sum");
+        same_bits(download(de.data(), n), fb ? residual : e0, "block-top-k residual");
+        same_bits(download(dg.data(), n), g, "gradient untouched");
+      }
   for (bool rescale : {false, true})
     for (bool fb : {true, false}) {
       CAPTURE(rescale);
@@ -534,20 +577,16 @@ TEST_CASE("the top-k and random-k allreduce over NCCL decode every rank's CPU fr
       auto const want = reference(c, fb, residual);
       auto dg = upload(g), de = upload(e0);
       sc::device_buffer<float> sum(n);
-      sc::random_k_allreduce_workspace ws(n, c, 1);
-      sc::non_finite_counter nf;
-      // ctx.key() names this rank; the draw uses its shared form, as the CPU codec does.
-      sc::random_k_allreduce(t, dg.span(), fb ? de.span() : std::span<float>(), c, ctx.key(), sum.span(), ws,
-                             nf.count(), nullptr, sluice::deadline::after(30s));
+      sc::allreduce_workspace<sluice::random_k> ws(n, c, 1);
+      // cc names the step, tensor and seed; the draw uses the shared key, as the CPU codec does.
+      auto const r = run(c, fb, dg.span(), de.span(), sum.span(), ws);
       sc::check(cudaDeviceSynchronize(), "sync");
-      CHECK(nf.take(nullptr) == (fb ? 1u : 0u));
+      CHECK(r.non_finite == (fb ? 1u : 0u));
       same_bits(download(sum.data(), n), want, "random-k sum");
       same_bits(download(de.data(), n), fb ? residual : e0, "random-k residual");
       // A workspace sized for fewer entries (another ratio) is refused before anything is queued.
-      sc::random_k_allreduce_workspace fewer(n, sluice::random_k{.ratio = 0.01}, 1);
-      CHECK_THROWS_AS(sc::random_k_allreduce(t, dg.span(), de.span(), c, ctx.key(), sum.span(), fewer, nullptr, nullptr,
-                                             sluice::deadline::after(5s)),
-                      sluice::error);
+      sc::allreduce_workspace<sluice::random_k> fewer(n, sluice::random_k{.ratio = 0.01}, 1);
+      CHECK_THROWS_AS(run(c, fb, dg.span(), de.span(), sum.span(), fewer), sluice::error);
     }
 }
 #endif

@@ -1,7 +1,7 @@
 // Compile-time facts about the vocabulary types, plus run-time checks of the small helpers.
 #include <doctest/doctest.h>
 
-#include <sluice/cuda/concepts.hpp>
+#include <sluice/cuda/status.hpp>
 #include <sluice/pipeline/concepts.hpp>
 #include <sluice/sluice.hpp>
 #include <sluice/solver/concepts.hpp>

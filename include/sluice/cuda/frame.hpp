@@ -17,10 +17,11 @@
 #include <sluice/compress/block_top_k.hpp>
 #include <sluice/compress/maxmin_quantize.hpp>
 #include <sluice/compress/random_k.hpp>
+#include <sluice/compress/sections.hpp>
 #include <sluice/compress/top_k.hpp>
 #include <sluice/core/parallel.hpp>
 #include <sluice/cuda/functors.hpp>
-#include <sluice/feedback/detail/kernels.hpp>
+#include <sluice/feedback/non_finite.hpp>
 #include <sluice/feedback/state.hpp>
 
 namespace sluice::cuda {
@@ -44,8 +45,7 @@ struct maxmin_layout {
 inline maxmin_layout layout_of(maxmin_quantize const& c, std::size_t n) {
   c.validate();
   std::size_t const nb = c.bucket_count(n);
-  return {
-      n, nb, wire::header_bytes + 16, 8 * nb, compress_detail::packed_bytes(n, c.bits), c.max_encoded_bytes<float>(n)};
+  return {n, nb, wire::header_bytes + 16, 8 * nb, packed_level_bytes(n, c.bits), c.max_encoded_bytes<float>(n)};
 }
 
 /// Completes a maxmin_quantize frame of n floats whose ranges and levels sections already lie in
@@ -56,8 +56,8 @@ inline maxmin_layout layout_of(maxmin_quantize const& c, std::size_t n) {
 inline std::size_t finish_maxmin_frame(maxmin_quantize const& c, encode_context const& ctx, std::size_t n,
                                        std::span<std::byte> frame) {
   auto const l = layout_of(c, n);
-  compress_detail::check_out(frame.size(), l.frame_bytes, "cuda::finish_maxmin_frame");
-  wire::writer w(frame, compress_detail::make_header<float>(wire::codec_id::maxmin_quantize, ctx, n));
+  require_frame_bytes(frame.size(), l.frame_bytes, "cuda::finish_maxmin_frame");
+  wire::writer w(frame, frame_header<float>(wire::codec_id::maxmin_quantize, ctx, n));
   std::uint32_t const params[4] = {c.bits, static_cast<std::uint32_t>(c.bucket), static_cast<std::uint32_t>(c.round),
                                    0};
   w.write(std::as_bytes(std::span(params)));
@@ -76,8 +76,8 @@ inline std::size_t write_top_k_frame(top_k const& c, encode_context const& ctx, 
   require(indices.size() == c.keep(n) && values.size() == indices.size(), errc::size_mismatch,
           "cuda::write_top_k_frame: {} indices and {} values for k = {} of n = {}", indices.size(), values.size(),
           c.keep(n), n);
-  compress_detail::check_out(out.size(), c.max_encoded_bytes<float>(n), "cuda::write_top_k_frame");
-  return compress_detail::write_sparse_frame<float>(wire::codec_id::top_k, ctx, n, indices, values, out);
+  require_frame_bytes(out.size(), c.max_encoded_bytes<float>(n), "cuda::write_top_k_frame");
+  return sluice::write_sparse_frame<float>(wire::codec_id::top_k, ctx, n, indices, values, out);
 }
 
 /// The block_top_k frame of a selection made elsewhere (the device): `blocks` strictly
@@ -92,8 +92,8 @@ inline std::size_t write_block_top_k_frame(block_top_k const& c, encode_context 
   require(blocks.size() == b && values.size() == b * c.block, errc::size_mismatch,
           "cuda::write_block_top_k_frame: {} blocks and {} values for {} blocks of {}", blocks.size(), values.size(), b,
           c.block);
-  compress_detail::check_out(out.size(), c.max_encoded_bytes<float>(n), "cuda::write_block_top_k_frame");
-  wire::writer w(out, compress_detail::make_header<float>(wire::codec_id::block_top_k, ctx, n));
+  require_frame_bytes(out.size(), c.max_encoded_bytes<float>(n), "cuda::write_block_top_k_frame");
+  wire::writer w(out, frame_header<float>(wire::codec_id::block_top_k, ctx, n));
   std::uint32_t const params[2] = {static_cast<std::uint32_t>(c.block), static_cast<std::uint32_t>(c.score)};
   w.write(std::as_bytes(std::span(params)));
   w.write(std::as_bytes(values));
@@ -107,11 +107,11 @@ inline std::size_t write_block_top_k_frame(block_top_k const& c, encode_context 
 inline std::size_t write_random_k_frame(random_k const& c, encode_context const& ctx, std::size_t n,
                                         std::span<float const> values, std::span<std::byte> out) {
   c.validate();
-  compress_detail::check_index_range(n, "cuda::write_random_k_frame");
+  require_index_range(n, "cuda::write_random_k_frame");
   require(values.size() == c.keep(n), errc::size_mismatch, "cuda::write_random_k_frame: {} values for k = {} of n = {}",
           values.size(), c.keep(n), n);
-  compress_detail::check_out(out.size(), c.max_encoded_bytes<float>(n), "cuda::write_random_k_frame");
-  wire::writer w(out, compress_detail::make_header<float>(wire::codec_id::random_k, ctx, n));
+  require_frame_bytes(out.size(), c.max_encoded_bytes<float>(n), "cuda::write_random_k_frame");
+  wire::writer w(out, frame_header<float>(wire::codec_id::random_k, ctx, n));
   w.write(std::as_bytes(values));
   return w.finish();
 }
@@ -123,8 +123,8 @@ inline std::size_t write_random_k_frame(random_k const& c, encode_context const&
 /// records the skip in s.state().report() and returns true (send nothing); for throw_error throws
 /// errc::non_finite naming the tensor, element and step. The same counters and message as the CPU.
 inline bool apply_non_finite_policy(non_finite_policy p, feedback_slice const& s, std::size_t at, std::uint64_t step) {
-  if (p == non_finite_policy::propagate || at == feedback_detail::npos) return false;
-  return feedback_detail::on_non_finite(p, s, at, step, "residual");
+  if (p == non_finite_policy::propagate || at == static_cast<std::size_t>(-1)) return false;
+  return on_non_finite(p, s, at, step, "residual");
 }
 
 namespace host {
@@ -161,12 +161,12 @@ inline std::uint32_t feedback_maxmin_bucket(float const* g, float* e, std::size_
     // Whole groups of 8 levels are `bits` bytes; the last partial group writes what it covers.
     for (std::size_t j = 0; j < len; j += 8) {
       std::uint64_t const w = pack8(q + j, c.bits);
-      std::size_t const bytes = compress_detail::packed_bytes(std::min<std::size_t>(8, len - j), c.bits);
+      std::size_t const bytes = packed_level_bytes(std::min<std::size_t>(8, len - j), c.bits);
       for (std::size_t t = 0; t < bytes; ++t)
         levels[(bit0 + j * c.bits) / 8 + t] |= static_cast<std::byte>((w >> (8 * t)) & 0xffu);
     }
   } else {
-    compress_detail::pack_codes_at(q, len, c.bits, levels, bit0);
+    pack_levels_at(q, len, c.bits, levels, bit0);
   }
   return bad;
 }
@@ -205,7 +205,7 @@ inline std::uint64_t random_k_select(std::span<float const> g, std::span<float> 
   require(k <= n && indices.size() >= k && values.size() >= k && (g.empty() || g.size() == n), errc::size_mismatch,
           "cuda::host::random_k_select: k = {} of n = {}, {} indices, {} values, {} gradients", k, n, indices.size(),
           values.size(), g.size());
-  compress_detail::check_index_range(n, "cuda::host::random_k_select");
+  require_index_range(n, "cuda::host::random_k_select");
   std::uint64_t bad = 0;
   if (!g.empty())
     for (std::size_t i = 0; i < n; ++i) bad += non_finite_count(x[i] = feedback_maxmin_element::compensate(g[i], x[i]));

@@ -1,11 +1,8 @@
 // Per-element logic of the CUDA backend as __host__ __device__ functors: one definition runs in the
 // device kernels (include/sluice/cuda/kernels.cuh) and on the CPU, where the tests compare it with
 // the CPU codecs and optimizers byte for byte. Plain C++ without nvcc.
-//
-// Bit-exactness: every float operation here is rounded on its own, in the order the CPU code
-// uses. nvcc contracts a * b + c into one fused multiply-add by default, which rounds once where
-// the CPU rounds twice, so on the device the operations go through the _rn intrinsics, which are
-// never contracted.
+// Every float operation is rounded on its own, in the order the CPU code uses (the operations of
+// core/detail/host_device.hpp).
 #pragma once
 
 #include <cmath>
@@ -13,160 +10,32 @@
 #include <cstdint>
 #include <cstring>
 
+#include <sluice/core/detail/host_device.hpp>
 #include <sluice/core/random.hpp>
+#include <sluice/optim/catch_up.hpp>
 
-#if defined(__CUDACC__)
-#define SLUICE_HD __host__ __device__
-#else
-#define SLUICE_HD
-#endif
+// The short spelling of this backend.
+#define SLUICE_HD SLUICE_HOST_DEVICE
 
 namespace sluice::cuda {
 
+// The IEEE operations of every formula here (core/detail/host_device.hpp), by name.
 namespace detail {
-
-SLUICE_HD inline std::uint32_t bits_of(float x) noexcept;
-SLUICE_HD inline float float_of(std::uint32_t u) noexcept;
-
-/// The NaN an x86 CPU (SSE, AVX, AVX-512: where the CPU codecs run) returns for a float
-/// operation on a and b whose IEEE result r is NaN: a NaN operand, quieted (a when both are), or
-/// the "default NaN" 0xffc00000 for an invalid operation on numbers (Inf - Inf, 0 * Inf, 0 / 0,
-/// sqrt of a negative). r itself when it is not NaN. A GPU returns 0x7fffffff for every NaN
-/// result, so the device operations below pass theirs through this: a NaN that reaches a frame
-/// or a sum then has the CPU's bits.
-SLUICE_HD inline float x86_nan(float r, float a, float b) noexcept {
-  if (!(r != r)) return r;
-  if (a != a) return float_of(bits_of(a) | 0x00400000u);
-  if (b != b) return float_of(bits_of(b) | 0x00400000u);
-  return float_of(0xffc00000u);
-}
-SLUICE_HD inline double with_bits_set(double x, std::uint64_t set) noexcept {
-#if defined(__CUDA_ARCH__)
-  return __longlong_as_double(static_cast<long long>(static_cast<std::uint64_t>(__double_as_longlong(x)) | set));
-#else
-  std::uint64_t u;
-  std::memcpy(&u, &x, 8);
-  u |= set;
-  std::memcpy(&x, &u, 8);
-  return x;
-#endif
-}
-/// x86_nan for double operations (default NaN 0xfff8000000000000).
-SLUICE_HD inline double x86_nan(double r, double a, double b) noexcept {
-  if (!(r != r)) return r;
-  if (a != a) return with_bits_set(a, std::uint64_t{1} << 51);
-  if (b != b) return with_bits_set(b, std::uint64_t{1} << 51);
-  return with_bits_set(0.0, 0xfff8000000000000u);
-}
-
-// IEEE single operations, each rounded to nearest even, never fused, with x86's NaN results.
-SLUICE_HD inline float add(float a, float b) noexcept {
-#if defined(__CUDA_ARCH__)
-  return x86_nan(__fadd_rn(a, b), a, b);
-#else
-  return a + b;
-#endif
-}
-SLUICE_HD inline float sub(float a, float b) noexcept {
-#if defined(__CUDA_ARCH__)
-  return x86_nan(__fsub_rn(a, b), a, b);
-#else
-  return a - b;
-#endif
-}
-SLUICE_HD inline float mul(float a, float b) noexcept {
-#if defined(__CUDA_ARCH__)
-  return x86_nan(__fmul_rn(a, b), a, b);
-#else
-  return a * b;
-#endif
-}
-SLUICE_HD inline float div(float a, float b) noexcept {
-#if defined(__CUDA_ARCH__)
-  return x86_nan(__fdiv_rn(a, b), a, b);
-#else
-  return a / b;
-#endif
-}
-SLUICE_HD inline float sqrt(float a) noexcept {
-#if defined(__CUDA_ARCH__)
-  return x86_nan(__fsqrt_rn(a), a, a);
-#else
-  return std::sqrt(a);
-#endif
-}
-SLUICE_HD inline std::uint32_t bits_of(float x) noexcept {
-#if defined(__CUDA_ARCH__)
-  return static_cast<std::uint32_t>(__float_as_uint(x));
-#else
-  std::uint32_t u;
-  std::memcpy(&u, &x, 4);
-  return u;
-#endif
-}
-SLUICE_HD inline float float_of(std::uint32_t u) noexcept {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
-#else
-  float x;
-  std::memcpy(&x, &u, 4);
-  return x;
-#endif
-}
-// IEEE double operations for the catch-up replays, which the CPU computes in double (x86 NaNs).
-SLUICE_HD inline double dadd(double a, double b) noexcept {
-#if defined(__CUDA_ARCH__)
-  return x86_nan(__dadd_rn(a, b), a, b);
-#else
-  return a + b;
-#endif
-}
-SLUICE_HD inline double dsub(double a, double b) noexcept {
-#if defined(__CUDA_ARCH__)
-  return x86_nan(__dsub_rn(a, b), a, b);
-#else
-  return a - b;
-#endif
-}
-SLUICE_HD inline double dmul(double a, double b) noexcept {
-#if defined(__CUDA_ARCH__)
-  return x86_nan(__dmul_rn(a, b), a, b);
-#else
-  return a * b;
-#endif
-}
-SLUICE_HD inline double ddiv(double a, double b) noexcept {
-#if defined(__CUDA_ARCH__)
-  return x86_nan(__ddiv_rn(a, b), a, b);
-#else
-  return a / b;
-#endif
-}
-SLUICE_HD inline double dsqrt(double a) noexcept {
-#if defined(__CUDA_ARCH__)
-  return x86_nan(__dsqrt_rn(a), a, a);
-#else
-  return std::sqrt(a);
-#endif
-}
-#if defined(__CUDACC__)
-// One out-of-line copy of CUDA's pow: the catch-up replay calls it four times per element, and
-// inlining each copy costs compile time for nothing measurable in a memory-bound kernel.
-__device__ __noinline__ inline double pow_device(double a, double b) noexcept { return ::pow(a, b); }
-#endif
-/// pow in double: the C library's on the host; CUDA's (within 2 ulp, so not always the host's
-/// last bit) on the device.
-SLUICE_HD inline double dpow(double a, double b) noexcept {
-#if defined(__CUDA_ARCH__)
-  return pow_device(a, b);
-#else
-  return std::pow(a, b);
-#endif
-}
-
-/// x is neither NaN nor infinite (x - x is 0 exactly then, NaN otherwise).
-SLUICE_HD inline bool finite(float x) noexcept { return sub(x, x) == 0.0f; }
-
+using sluice::detail::ieee::add;
+using sluice::detail::ieee::bits_of;
+using sluice::detail::ieee::dadd;
+using sluice::detail::ieee::ddiv;
+using sluice::detail::ieee::div;
+using sluice::detail::ieee::dmul;
+using sluice::detail::ieee::dpow;
+using sluice::detail::ieee::dsqrt;
+using sluice::detail::ieee::dsub;
+using sluice::detail::ieee::finite;
+using sluice::detail::ieee::float_of;
+using sluice::detail::ieee::mul;
+using sluice::detail::ieee::sqrt;
+using sluice::detail::ieee::sub;
+using sluice::detail::ieee::x86_nan;
 }  // namespace detail
 
 /// The counter-based stream of sluice::random_stream (Philox4x32-10, counter (block, step, tensor,
@@ -480,92 +349,9 @@ struct sgd_element {
   }
 };
 
-/// sparse_mode::catch_up of sluice::adam and adamw on one element: the steps last + 1 .. target
-/// skipped since the element was last touched are replayed with zero gradient by the CPU's
-/// geometric approximation (docs/optim.md), in double and in the CPU's order: m and v decay by
-/// beta1^k and beta2^k, AdamW's decay is exact, p moves by this step's update of (m, v) times
-/// sum_{j=1..k} (beta1 / sqrt(beta2))^j. The bits are the CPU's where pow is (on the host always).
-struct adam_catch_up {
-  double step_size = 0, inv_sqrt_bc2 = 0, eps = 0, b1 = 0, b2 = 0, decay = 1, ratio = 0;
-  std::uint64_t t = 0;  ///< the step whose constants these are
-  bool decoupled = false;
-
-  /// From `policy.kernel(t)` of sluice::adam or adamw.
-  template <class K>
-  static adam_catch_up from(K const& k) noexcept {
-    return {k.step_size_d, k.inv_sqrt_bc2_d, k.eps_d, k.b1_d, k.b2_d, k.decay_d, k.ratio, k.t, k.decoupled};
-  }
-
-  /// Brings p, m, v (moments widened to float) from step `last` to `target`; nothing when last >= target.
-  SLUICE_HD void operator()(float& p, float& m, float& v, std::uint64_t last, std::uint64_t target) const noexcept {
-    using namespace detail;
-    if (last >= target) return;
-    auto const k = static_cast<double>(target - last);
-    double pi = p;
-    if (decoupled) pi = dmul(pi, dpow(decay, k));
-    double const mi = m, vi = v;
-    if (mi != 0) {
-      double const base = ddiv(dmul(step_size, mi), dadd(dmul(dsqrt(vi), inv_sqrt_bc2), eps));
-      double const geo = ratio == 1 ? k : ddiv(dmul(ratio, dsub(1, dpow(ratio, k))), dsub(1, ratio));
-      pi = dsub(pi, dmul(base, geo));
-    }
-    m = static_cast<float>(dmul(mi, dpow(b1, k)));
-    v = static_cast<float>(dmul(vi, dpow(b2, k)));
-    p = static_cast<float>(pi);
-  }
-};
-
-/// sparse_mode::catch_up of sluice::sgd on one element: with zero gradient a step is linear in
-/// (p, b), so the k skipped steps are one 2x2 matrix power (repeated squaring in double; the
-/// tensor's first step has its own map), exactly the CPU's operations.
-struct sgd_catch_up {
-  /// [[a, b], [c, d]] acting on (p, b).
-  struct map {
-    double a = 1, b = 0, c = 0, d = 1;
-    SLUICE_HD map then(map const& y) const noexcept {  // *this * y
-      using namespace detail;
-      return {dadd(dmul(a, y.a), dmul(b, y.c)), dadd(dmul(a, y.b), dmul(b, y.d)), dadd(dmul(c, y.a), dmul(d, y.c)),
-              dadd(dmul(c, y.b), dmul(d, y.d))};
-    }
-    SLUICE_HD map pow(std::uint64_t k) const noexcept {
-      map result{}, base = *this;
-      while (k != 0) {
-        if (k & 1) result = result.then(base);
-        base = base.then(base);
-        k >>= 1;
-      }
-      return result;
-    }
-  };
-  map regular{}, initial{};
-  std::uint64_t t = 0;  ///< the step whose constants these are
-  bool momentum = false;
-
-  /// From `policy.kernel(t)` of sluice::sgd.
-  template <class K>
-  static sgd_catch_up from(K const& k) noexcept {
-    return {{k.regular.a, k.regular.b, k.regular.c, k.regular.d},
-            {k.initial.a, k.initial.b, k.initial.c, k.initial.d},
-            k.t,
-            k.moments != 0};
-  }
-
-  /// Brings p and the momentum buffer entry b (widened to float; untouched without momentum) from
-  /// step `last` to `target`; nothing when last >= target.
-  SLUICE_HD void operator()(float& p, float& b, std::uint64_t last, std::uint64_t target) const noexcept {
-    using namespace detail;
-    if (last >= target) return;
-    std::uint64_t k = target - last;
-    map a{};
-    if (last == 0) {
-      a = initial;
-      --k;
-    }
-    a = regular.pow(k).then(a);
-    double const pi = p, bi = momentum ? static_cast<double>(b) : 0.0;
-    p = static_cast<float>(dadd(dmul(a.a, pi), dmul(a.b, bi)));
-    if (momentum) b = static_cast<float>(dadd(dmul(a.c, pi), dmul(a.d, bi)));
-  }
-};
+/// The catch-up replays of sparse_mode::catch_up (optim/catch_up.hpp): one definition for the CPU
+/// optimizers and the device kernels.
+using sluice::adam_catch_up;
+using sluice::sgd_catch_up;
 
 }  // namespace sluice::cuda

@@ -11,14 +11,17 @@
 #include <cuda_runtime.h>
 
 #include <sluice/core/error.hpp>
-#include <sluice/cuda/concepts.hpp>
+#include <sluice/cuda/status.hpp>
 
 namespace sluice::cuda {
 
 /// The device_status of a runtime result: ok, no_device (no device or no usable driver), or
-/// launch_failed.
+/// launch_failed; a failure's name and text are kept for check(device_status, what).
 inline device_status status_of(cudaError_t e) noexcept {
   if (e == cudaSuccess) return device_status::ok;
+  // The runtime's strings are static: check(device_status, what) prints them later.
+  detail::runtime_error_name = cudaGetErrorName(e);
+  detail::runtime_error_text = cudaGetErrorString(e);
   if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver || e == cudaErrorInitializationError)
     return device_status::no_device;
   return device_status::launch_failed;

@@ -11,6 +11,7 @@
 #include <sluice/core/detail/bf16_bits.hpp>
 #include <sluice/core/detail/philox_lanes.hpp>
 #include <sluice/core/detail/prefetch.hpp>
+#include <sluice/optim/catch_up.hpp>
 #include <sluice/optim/detail/kernel.hpp>
 
 namespace sluice::detail::optim {
@@ -128,21 +129,8 @@ struct adam_kernel : adam_scalars {
   /// exact when eps = 0 and the bias corrections have converged to 1.
   void catch_up(float* p, float* const* m, std::uint32_t const* last, std::size_t n,
                 std::uint64_t target) const noexcept {
-    for (std::size_t i = 0; i < n; ++i) {
-      if (last[i] >= target) continue;
-      auto const k = static_cast<double>(target - last[i]);
-      double pi = p[i];
-      if (decoupled) pi *= std::pow(decay_d, k);
-      double const mi = m[0][i], vi = m[1][i];
-      if (mi != 0) {
-        double const base = step_size_d * mi / (std::sqrt(vi) * inv_sqrt_bc2_d + eps_d);
-        double const geo = ratio == 1 ? k : ratio * (1 - std::pow(ratio, k)) / (1 - ratio);
-        pi -= base * geo;
-      }
-      m[0][i] = static_cast<float>(mi * std::pow(b1_d, k));
-      m[1][i] = static_cast<float>(vi * std::pow(b2_d, k));
-      p[i] = static_cast<float>(pi);
-    }
+    auto const replay = adam_catch_up::from(*this);  // the one definition, shared with the device
+    for (std::size_t i = 0; i < n; ++i) replay(p[i], m[0][i], m[1][i], last[i], target);
   }
 };
 

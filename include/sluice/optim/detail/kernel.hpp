@@ -23,6 +23,7 @@
 #include <sluice/core/random.hpp>
 #include <sluice/core/simd.hpp>
 #include <sluice/core/sparse.hpp>
+#include <sluice/optim/catch_up.hpp>
 #include <sluice/optim/state.hpp>
 
 // `omp simd` vectorizes plain loops at -O2 when OpenMP is on; otherwise ask GCC/clang directly.
@@ -438,23 +439,9 @@ void run_sparse(K const& k, tensor_refs const& r, sparse_view<float const, Index
   }
 }
 
-/// 2x2 matrix power for the exact SGD momentum catch-up: the skipped steps act linearly on
-/// (param, buffer) when their gradient is zero.
-struct mat2 {
-  double a = 1, b = 0, c = 0, d = 1;  // [[a, b], [c, d]]
-  friend mat2 operator*(mat2 const& x, mat2 const& y) noexcept {
-    return {x.a * y.a + x.b * y.c, x.a * y.b + x.b * y.d, x.c * y.a + x.d * y.c, x.c * y.b + x.d * y.d};
-  }
-  [[nodiscard]] mat2 pow(std::uint64_t k) const noexcept {
-    mat2 result{}, base = *this;
-    while (k != 0) {
-      if (k & 1) result = result * base;
-      base = base * base;
-      k >>= 1;
-    }
-    return result;
-  }
-};
+/// The zero-gradient step map of SGD on (param, buffer), [[a, b], [c, d]]: its powers are the
+/// exact momentum catch-up (optim/catch_up.hpp).
+using mat2 = sgd_catch_up::map;
 
 /// Throws unless the policy's layout matches the state's and the sizes agree.
 template <class State>

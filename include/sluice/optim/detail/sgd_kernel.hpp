@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <sluice/optim/catch_up.hpp>
 #include <sluice/optim/detail/kernel.hpp>
 
 namespace sluice::detail::optim {
@@ -101,19 +102,9 @@ struct sgd_kernel : sgd_scalars {
   /// torch starts the buffer at d instead of mu*b + (1-dampening)*d).
   void catch_up(float* p, float* const* m, std::uint32_t const* last, std::size_t n,
                 std::uint64_t target) const noexcept {
-    for (std::size_t i = 0; i < n; ++i) {
-      if (last[i] >= target) continue;
-      std::uint64_t k = target - last[i];
-      mat2 a = {};
-      if (last[i] == 0) {
-        a = initial;
-        --k;
-      }
-      a = regular.pow(k) * a;
-      double const pi = p[i], bi = moments != 0 ? static_cast<double>(m[0][i]) : 0.0;
-      p[i] = static_cast<float>(a.a * pi + a.b * bi);
-      if (moments != 0) m[0][i] = static_cast<float>(a.c * pi + a.d * bi);
-    }
+    auto const replay = sgd_catch_up::from(*this);  // the one definition, shared with the device
+    float unused = 0.0f;                            // the buffer entry without momentum (neither read nor written)
+    for (std::size_t i = 0; i < n; ++i) replay(p[i], moments != 0 ? m[0][i] : unused, last[i], target);
   }
 };
 
