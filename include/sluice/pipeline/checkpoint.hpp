@@ -171,7 +171,11 @@ inline checkpoint read_checkpoint(std::span<std::byte const> bytes, checkpoint_s
               errc::malformed_message, "pipeline checkpoint: bucket {}: truncated pending sparse sum", b);
       bk.indices.resize(static_cast<std::size_t>(nnz));
       std::memcpy(bk.indices.data(), raw.data(), raw.size());
-      sparse_view<float const>{bk.indices, bk.values, n, bk.block}.validate("pipeline checkpoint");
+      try {
+        sparse_view<float const>{bk.indices, bk.values, n, bk.block}.validate("pipeline checkpoint");
+      } catch (error const& e) {  // bytes that no writer produced: the checkpoint's fault, not the caller's
+        throw_error(errc::malformed_message, "pipeline checkpoint: bucket {}: {}", b, e.what());
+      }
     } else {
       require(get_floats(r, bk.values, n), errc::malformed_message,
               "pipeline checkpoint: bucket {}: truncated pending sum", b);
