@@ -218,9 +218,8 @@ struct block_top_k {
   }
 };
 
-static_assert(Codec<block_top_k, float> && Codec<block_top_k, Eigen::half> && Codec<block_top_k, Eigen::bfloat16>);
-static_assert(SparseCodec<block_top_k, float> && SparseCodec<block_top_k, Eigen::half> &&
-              SparseCodec<block_top_k, Eigen::bfloat16>);
+static_assert(Codec<block_top_k, float> && Codec<block_top_k, half> && Codec<block_top_k, bfloat16>);
+static_assert(SparseCodec<block_top_k, float> && SparseCodec<block_top_k, half> && SparseCodec<block_top_k, bfloat16>);
 
 }  // namespace sluice
 

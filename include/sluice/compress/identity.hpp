@@ -69,7 +69,7 @@ struct identity {
   }
 };
 
-static_assert(Codec<identity, float> && Codec<identity, Eigen::half> && Codec<identity, Eigen::bfloat16>);
+static_assert(Codec<identity, float> && Codec<identity, half> && Codec<identity, bfloat16>);
 
 }  // namespace sluice
 

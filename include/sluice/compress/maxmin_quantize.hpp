@@ -190,8 +190,7 @@ struct maxmin_quantize {
   }
 };
 
-static_assert(Codec<maxmin_quantize, float> && Codec<maxmin_quantize, Eigen::half> &&
-              Codec<maxmin_quantize, Eigen::bfloat16>);
+static_assert(Codec<maxmin_quantize, float> && Codec<maxmin_quantize, half> && Codec<maxmin_quantize, bfloat16>);
 
 }  // namespace sluice
 

@@ -277,7 +277,7 @@ struct power_sgd {
   }
 };
 
-static_assert(Codec<power_sgd, float> && Codec<power_sgd, Eigen::half> && Codec<power_sgd, Eigen::bfloat16>);
+static_assert(Codec<power_sgd, float> && Codec<power_sgd, half> && Codec<power_sgd, bfloat16>);
 
 }  // namespace sluice
 

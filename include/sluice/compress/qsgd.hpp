@@ -170,7 +170,7 @@ struct qsgd {
   }
 };
 
-static_assert(Codec<qsgd, float> && Codec<qsgd, Eigen::half> && Codec<qsgd, Eigen::bfloat16>);
+static_assert(Codec<qsgd, float> && Codec<qsgd, half> && Codec<qsgd, bfloat16>);
 
 }  // namespace sluice
 

@@ -120,7 +120,7 @@ struct sign {
   }
 };
 
-static_assert(Codec<sign, float> && Codec<sign, Eigen::half> && Codec<sign, Eigen::bfloat16>);
+static_assert(Codec<sign, float> && Codec<sign, half> && Codec<sign, bfloat16>);
 
 }  // namespace sluice
 

@@ -1062,7 +1062,7 @@ class pipeline {
     if constexpr (F::state_buffers > 0) {
       auto const sl = fstate_->slice(b);
       if (fstate_->precision() == element_type::bf16) {
-        for (auto x : sl.template buffer<Eigen::bfloat16>(0)) sum += double(float(x)) * double(float(x));
+        for (auto x : sl.template buffer<bfloat16>(0)) sum += double(float(x)) * double(float(x));
       } else {
         for (float x : sl.template buffer<float>(0)) sum += double(x) * double(x);
       }
