@@ -13,7 +13,7 @@
 #include <type_traits>
 #include <vector>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 #include <Eigen/Core>
 
 #include <sluice/compress/concepts.hpp>

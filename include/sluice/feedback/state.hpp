@@ -15,8 +15,9 @@
 #include <type_traits>
 #include <vector>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
+#include <sluice/core/detail/spec_formatter.hpp>
 #include <sluice/core/element.hpp>
 #include <sluice/core/error.hpp>
 #include <sluice/core/memory.hpp>
@@ -363,9 +364,9 @@ feedback_state make_state(F const& f, std::span<std::size_t const> extents, std:
 }  // namespace sluice
 
 template <>
-struct fmt::formatter<sluice::non_finite_policy> : fmt::formatter<std::string_view> {
+struct fmt::formatter<sluice::non_finite_policy> : sluice::detail::spec_formatter {
   template <class Ctx>
   auto format(sluice::non_finite_policy p, Ctx& ctx) const {
-    return fmt::formatter<std::string_view>::format(sluice::to_string(p), ctx);
+    return format_with_spec(sluice::to_string(p), ctx);
   }
 };

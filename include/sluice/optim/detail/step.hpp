@@ -10,7 +10,7 @@
 #include <span>
 #include <type_traits>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <sluice/core/error.hpp>
 #include <sluice/core/float16.hpp>
