@@ -45,12 +45,12 @@ TEST_CASE("layout: add validates names and counts elements") {
 
 TEST_CASE("layout: from (name, span) pairs") {
   std::vector<float> a(100);
-  std::vector<Eigen::bfloat16> b(7);
+  std::vector<sluice::bfloat16> b(7);
   std::vector<std::pair<std::string, std::span<float const>>> named{{"a", a}};
   auto l = sluice::layout::from(named);
   CHECK(l.size() == 1);
   CHECK(l[0].shape == std::vector<std::size_t>{100});
-  std::vector<std::pair<char const*, std::span<Eigen::bfloat16>>> named_b{{"b", b}};
+  std::vector<std::pair<char const*, std::span<sluice::bfloat16>>> named_b{{"b", b}};
   auto lb = sluice::layout::from(named_b);
   CHECK(lb[0].element == sluice::element_type::bf16);
 }

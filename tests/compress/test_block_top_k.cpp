@@ -25,7 +25,7 @@ std::vector<std::uint32_t> selected(block_top_k const& c, std::vector<T> const& 
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("block_top_k picks exactly the top blocks", T, float, Eigen::half, Eigen::bfloat16) {
+TEST_CASE_TEMPLATE("block_top_k picks exactly the top blocks", T, float, sluice::half, sluice::bfloat16) {
   for (std::size_t n : {std::size_t{1}, std::size_t{15}, std::size_t{16}, std::size_t{1000}, std::size_t{100003},
                         (std::size_t{1} << 18) + 5}) {
     auto const x = gaussian<T>(n, static_cast<unsigned>(n + 1));
@@ -63,7 +63,8 @@ TEST_CASE("block_top_k ties go to the lower block") {
   CHECK(selected(c, x) == std::vector<std::uint32_t>{0, 1, 2, 3, 4});
 }
 
-TEST_CASE_TEMPLATE("block_top_k round trip: dense, add-into and block sparse", T, float, Eigen::half, Eigen::bfloat16) {
+TEST_CASE_TEMPLATE("block_top_k round trip: dense, add-into and block sparse", T, float, sluice::half,
+                   sluice::bfloat16) {
   for (std::size_t n : {std::size_t{0}, std::size_t{5}, std::size_t{1000}, std::size_t{65537}}) {
     block_top_k const c{.ratio = 0.03, .block = 16, .score = block_score::l2};
     auto const x = gaussian<T>(n, 11);
@@ -93,8 +94,8 @@ TEST_CASE_TEMPLATE("block_top_k round trip: dense, add-into and block sparse", T
   }
 }
 
-TEST_CASE_TEMPLATE("block_top_k rejects bad values before writing and bad frames", T, float, Eigen::half,
-                   Eigen::bfloat16) {
+TEST_CASE_TEMPLATE("block_top_k rejects bad values before writing and bad frames", T, float, sluice::half,
+                   sluice::bfloat16) {
   auto const x = gaussian<T>(5000, 2);
   block_top_k::workspace<T> ws;
   for (auto bad : {block_top_k{.ratio = 0.0}, block_top_k{.ratio = 2.0}, block_top_k{.block = 0},

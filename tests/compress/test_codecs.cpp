@@ -38,7 +38,7 @@ void check_rejects(C const& bad, std::vector<T> const& x) {
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("identity is bit-exact", T, float, Eigen::half, Eigen::bfloat16) {
+TEST_CASE_TEMPLATE("identity is bit-exact", T, float, sluice::half, sluice::bfloat16) {
   for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{12345}}) {
     auto const x = gaussian<T>(n, 1);
     codec_workspace<identity, T> ws;
@@ -53,8 +53,8 @@ TEST_CASE_TEMPLATE("identity is bit-exact", T, float, Eigen::half, Eigen::bfloat
   CHECK(fmt::format("{}", identity{}) == "identity{}");
 }
 
-TEST_CASE_TEMPLATE("cast rounds within half an ulp, stochastic cast is unbiased", T, float, Eigen::half,
-                   Eigen::bfloat16) {
+TEST_CASE_TEMPLATE("cast rounds within half an ulp, stochastic cast is unbiased", T, float, sluice::half,
+                   sluice::bfloat16) {
   auto const x = gaussian<T>(20000, 2);
   for (auto to : {element_type::f16, element_type::bf16, element_type::f32}) {
     cast const c{.to = to};
@@ -63,7 +63,7 @@ TEST_CASE_TEMPLATE("cast rounds within half an ulp, stochastic cast is unbiased"
     CHECK(msg.size() == c.max_encoded_bytes(x.size()));
     auto const y = decode<T>(c, msg, x.size(), ws);
     float const rel = to == element_type::f16 ? 0x1p-11f : to == element_type::bf16 ? 0x1p-8f : 0.0f;
-    float const own = std::is_same_v<T, float> ? 0.0f : std::is_same_v<T, Eigen::half> ? 0x1p-11f : 0x1p-8f;
+    float const own = std::is_same_v<T, float> ? 0.0f : std::is_same_v<T, sluice::half> ? 0x1p-11f : 0x1p-8f;
     for (std::size_t i = 0; i < x.size(); ++i)
       if (!(std::abs(f(x[i]) - f(y[i])) <= std::abs(f(x[i])) * (rel + own) * 1.0001f + 1e-7f)) FAIL("cast at " << i);
     check_malformed<cast, T>(c, msg, x.size());
@@ -89,8 +89,8 @@ TEST_CASE("stochastic cast to bf16 is unbiased") {
   }
 }
 
-TEST_CASE_TEMPLATE("sign: +-mean|x| per bucket, squared error ||x||^2 - d scale^2", T, float, Eigen::half,
-                   Eigen::bfloat16) {
+TEST_CASE_TEMPLATE("sign: +-mean|x| per bucket, squared error ||x||^2 - d scale^2", T, float, sluice::half,
+                   sluice::bfloat16) {
   for (std::size_t bucket : {std::size_t{1}, std::size_t{100}, std::size_t{1024}}) {
     sign const c{.bucket = bucket};
     auto const x = gaussian<T>(5003, 3);
@@ -120,7 +120,7 @@ TEST_CASE_TEMPLATE("sign: +-mean|x| per bucket, squared error ||x||^2 - d scale^
   check_rejects(sign{.bucket = 5000}, x);
 }
 
-TEST_CASE_TEMPLATE("qsgd is unbiased and within norm/s", T, float, Eigen::half, Eigen::bfloat16) {
+TEST_CASE_TEMPLATE("qsgd is unbiased and within norm/s", T, float, sluice::half, sluice::bfloat16) {
   qsgd const c{.levels = 3, .bucket = 64};
   auto const x = gaussian<T>(200, 4);
   codec_workspace<qsgd, T> ws;
@@ -151,7 +151,7 @@ TEST_CASE_TEMPLATE("qsgd is unbiased and within norm/s", T, float, Eigen::half, 
 }
 
 TEST_CASE_TEMPLATE("random_k: same indices on every rank, new ones every step, unbiased with rescale", T, float,
-                   Eigen::half, Eigen::bfloat16) {
+                   sluice::half, sluice::bfloat16) {
   std::size_t const n = 10007;
   auto const x = gaussian<T>(n, 5);
   random_k const c{.ratio = 0.01};
@@ -205,8 +205,8 @@ TEST_CASE("random_k picks every element with probability k/n and rescale makes i
     CHECK(std::abs(mean[i] - x[i]) <= 6 * std::abs(x[i]) * 2.0 / std::sqrt(draws) + 1e-6);
 }
 
-TEST_CASE_TEMPLATE("threshold_top_k keeps a top set whose size is within tolerance of k", T, float, Eigen::half,
-                   Eigen::bfloat16) {
+TEST_CASE_TEMPLATE("threshold_top_k keeps a top set whose size is within tolerance of k", T, float, sluice::half,
+                   sluice::bfloat16) {
   for (std::size_t n : {std::size_t{1}, std::size_t{1000}, std::size_t{200003}}) {
     auto const x = gaussian<T>(n, 6);
     for (double tol : {0.0, 0.1, 0.5}) {

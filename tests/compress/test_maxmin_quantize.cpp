@@ -25,7 +25,7 @@ float narrowing(float v) {
   if constexpr (std::is_same_v<T, float>)
     return 0.0f;
   else
-    return std::abs(v) * (std::is_same_v<T, Eigen::half> ? 0x1p-11f : 0x1p-8f) + 1e-7f;
+    return std::abs(v) * (std::is_same_v<T, sluice::half> ? 0x1p-11f : 0x1p-8f) + 1e-7f;
 }
 
 template <class T>
@@ -64,8 +64,8 @@ TEST_CASE("bit packing round-trips every width at every bit offset") {
   }
 }
 
-TEST_CASE_TEMPLATE("maxmin_quantize round-to-nearest error <= unit/2 everywhere", T, float, Eigen::half,
-                   Eigen::bfloat16) {
+TEST_CASE_TEMPLATE("maxmin_quantize round-to-nearest error <= unit/2 everywhere", T, float, sluice::half,
+                   sluice::bfloat16) {
   for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{63}, std::size_t{5000}, std::size_t{20001}})
     for (unsigned bits = 1; bits <= 8; ++bits)
       for (std::size_t bucket : {std::size_t{64}, std::size_t{100}, std::size_t{1024}, std::size_t{4096}}) {
@@ -234,8 +234,8 @@ TEST_CASE("maxmin_quantize surfaces NaN and Inf as NaN buckets") {
   CHECK(std::isfinite(y[2999]));
 }
 
-TEST_CASE_TEMPLATE("maxmin_quantize rejects bad values before writing and bad frames", T, float, Eigen::half,
-                   Eigen::bfloat16) {
+TEST_CASE_TEMPLATE("maxmin_quantize rejects bad values before writing and bad frames", T, float, sluice::half,
+                   sluice::bfloat16) {
   auto const x = gaussian<T>(5000, 2);
   sluice::codec_workspace<maxmin_quantize, T> ws;
   for (auto bad : {maxmin_quantize{.bits = 0}, maxmin_quantize{.bits = 9}, maxmin_quantize{.bucket = 0},

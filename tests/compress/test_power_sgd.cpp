@@ -33,7 +33,8 @@ double diff2(std::vector<T> const& a, std::vector<T> const& b) {
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("power_sgd: projection bound and exact low-rank recovery", T, float, Eigen::half, Eigen::bfloat16) {
+TEST_CASE_TEMPLATE("power_sgd: projection bound and exact low-rank recovery", T, float, sluice::half,
+                   sluice::bfloat16) {
   std::size_t const rows = 64, cols = 96;
   std::size_t const shape[2] = {rows, cols};
   sluice::encode_context const ctx{.seed = 3, .tensor = 2, .shape = shape};
@@ -67,7 +68,7 @@ TEST_CASE_TEMPLATE("power_sgd: projection bound and exact low-rank recovery", T,
   CHECK(err <= tol * norm2(lowf));
 }
 
-TEST_CASE_TEMPLATE("power_sgd falls back to exact dense frames for vectors", T, float, Eigen::half, Eigen::bfloat16) {
+TEST_CASE_TEMPLATE("power_sgd falls back to exact dense frames for vectors", T, float, sluice::half, sluice::bfloat16) {
   power_sgd const c{};
   auto const x = gaussian<T>(1000, 4);
   power_sgd::workspace<T> ws;

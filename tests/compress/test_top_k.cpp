@@ -47,7 +47,7 @@ void check_against_reference(std::vector<T> const& x, std::size_t k) {
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("top_k selection equals the nth_element reference", T, float, Eigen::half, Eigen::bfloat16) {
+TEST_CASE_TEMPLATE("top_k selection equals the nth_element reference", T, float, sluice::half, sluice::bfloat16) {
   for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{2}, std::size_t{17}, std::size_t{1000},
                         std::size_t{40000}, std::size_t{1} << 18}) {
     auto const x = gaussian<T>(n, static_cast<unsigned>(n));
@@ -61,7 +61,7 @@ TEST_CASE_TEMPLATE("top_k selection equals the nth_element reference", T, float,
   }
 }
 
-TEST_CASE_TEMPLATE("top_k ties go to the lower index", T, float, Eigen::half, Eigen::bfloat16) {
+TEST_CASE_TEMPLATE("top_k ties go to the lower index", T, float, sluice::half, sluice::bfloat16) {
   // Few distinct magnitudes with both signs: every threshold is a tie.
   std::size_t const n = std::size_t{1} << 17;
   std::vector<T> x(n);
@@ -75,7 +75,7 @@ TEST_CASE_TEMPLATE("top_k ties go to the lower index", T, float, Eigen::half, Ei
   check_against_reference(zeros, 10);
 }
 
-TEST_CASE_TEMPLATE("top_k ranks NaN above infinity and keeps both", T, float, Eigen::half, Eigen::bfloat16) {
+TEST_CASE_TEMPLATE("top_k ranks NaN above infinity and keeps both", T, float, sluice::half, sluice::bfloat16) {
   auto x = gaussian<T>(std::size_t{1} << 16, 3);
   float const inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   x[5] = T(nan);
@@ -95,8 +95,8 @@ TEST_CASE("top_k selection on skewed data (all large values in one chunk) matche
   for (double r : {0.001, 0.01, 0.05}) check_against_reference(x, sluice::compress_detail::keep_count(r, n));
 }
 
-TEST_CASE_TEMPLATE("top_k selection: every sample bracket shape matches the reference", T, float, Eigen::half,
-                   Eigen::bfloat16) {
+TEST_CASE_TEMPLATE("top_k selection: every sample bracket shape matches the reference", T, float, sluice::half,
+                   sluice::bfloat16) {
   // k from a few sample ranks (band from 0; band capped by the sample's largest at k = 1500) to
   // many (band between two sample ranks, most kept elements above it), on dense groups of hits (a
   // filter group holding more hits than its fixed steps) and on data whose largest values avoid
@@ -172,7 +172,7 @@ TEST_CASE("keep_count is ceil(ratio * n) without representation artefacts") {
   CHECK(keep_count(0.3, 10) == 3);
 }
 
-TEST_CASE_TEMPLATE("top_k round trip: dense, add-into and sparse", T, float, Eigen::half, Eigen::bfloat16) {
+TEST_CASE_TEMPLATE("top_k round trip: dense, add-into and sparse", T, float, sluice::half, sluice::bfloat16) {
   for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{999}, std::size_t{1} << 16}) {
     top_k const c{.ratio = 0.05};
     auto const x = gaussian<T>(n, 1);
@@ -201,8 +201,8 @@ TEST_CASE_TEMPLATE("top_k round trip: dense, add-into and sparse", T, float, Eig
   }
 }
 
-TEST_CASE_TEMPLATE("top_k rejects bad ratios before writing and bad frames when decoding", T, float, Eigen::half,
-                   Eigen::bfloat16) {
+TEST_CASE_TEMPLATE("top_k rejects bad ratios before writing and bad frames when decoding", T, float, sluice::half,
+                   sluice::bfloat16) {
   auto const x = gaussian<T>(4096, 2);
   top_k::workspace<T> ws;
   for (double r : {0.0, -0.1, 1.5, std::numeric_limits<double>::quiet_NaN()}) {

@@ -13,23 +13,23 @@ using sluice::to_float;
 
 TEST_CASE("element type ids and sizes") {
   CHECK(sluice::element_type_of<float> == sluice::element_type::f32);
-  CHECK(sluice::element_type_of<Eigen::half const> == sluice::element_type::f16);
-  CHECK(sluice::element_type_of<Eigen::bfloat16> == sluice::element_type::bf16);
+  CHECK(sluice::element_type_of<sluice::half const> == sluice::element_type::f16);
+  CHECK(sluice::element_type_of<sluice::bfloat16> == sluice::element_type::bf16);
   CHECK(sluice::size_of(sluice::element_type::bf16) == 2);
   CHECK(sluice::to_string(sluice::element_type::f16) == "f16");
-  static_assert(sluice::Element<float> && sluice::Element<Eigen::half> && !sluice::Element<double>);
+  static_assert(sluice::Element<float> && sluice::Element<sluice::half> && !sluice::Element<double>);
 }
 
-TEST_CASE_TEMPLATE("round-to-nearest-even narrowing", T, Eigen::half, Eigen::bfloat16) {
+TEST_CASE_TEMPLATE("round-to-nearest-even narrowing", T, sluice::half, sluice::bfloat16) {
   // 1 + half an ulp rounds to even (down), 1 + 1.5 ulp rounds up to 1 + 2 ulp.
-  float const ulp = std::is_same_v<T, Eigen::half> ? 0x1p-10f : 0x1p-7f;
+  float const ulp = std::is_same_v<T, sluice::half> ? 0x1p-10f : 0x1p-7f;
   CHECK(to_float(from_float<T>(1.0f + 0.5f * ulp)) == 1.0f);
   CHECK(to_float(from_float<T>(1.0f + 1.5f * ulp)) == 1.0f + 2 * ulp);
   CHECK(std::isnan(to_float(from_float<T>(std::numeric_limits<float>::quiet_NaN()))));
   CHECK(std::isinf(to_float(from_float<T>(std::numeric_limits<float>::infinity()))));
 }
 
-TEST_CASE_TEMPLATE("stochastic rounding picks a neighbour and is unbiased", T, Eigen::half, Eigen::bfloat16) {
+TEST_CASE_TEMPLATE("stochastic rounding picks a neighbour and is unbiased", T, sluice::half, sluice::bfloat16) {
   sluice::random_stream const rs(sluice::stream_key{.seed = 42});
   for (float const x : {1.0f + 0.3f * 0x1p-7f, -3.14159f, 1e-3f, 7.77e-6f, 123.456f}) {
     T const nearest = from_float<T>(x);
@@ -53,7 +53,7 @@ TEST_CASE_TEMPLATE("stochastic rounding picks a neighbour and is unbiased", T, E
   }
 }
 
-TEST_CASE_TEMPLATE("stochastic rounding keeps exact values and non-finite values", T, Eigen::half, Eigen::bfloat16) {
+TEST_CASE_TEMPLATE("stochastic rounding keeps exact values and non-finite values", T, sluice::half, sluice::bfloat16) {
   CHECK(to_float(from_float_stochastic<T>(1.5f, 0xffffffffu)) == 1.5f);
   CHECK(std::isnan(to_float(from_float_stochastic<T>(std::numeric_limits<float>::quiet_NaN(), 0x12345678u))));
   CHECK(std::isinf(to_float(from_float_stochastic<T>(-std::numeric_limits<float>::infinity(), 0xffffffffu))));

@@ -617,7 +617,7 @@ struct device_like_optimizer {
     }
   }
   void check_against(optimizer_state<O> const& s, std::vector<float> const& ref_p,
-                     std::vector<Eigen::bfloat16> const& ref_shadow) const {
+                     std::vector<sluice::bfloat16> const& ref_shadow) const {
     check_same_bits(p, ref_p, "params");
     CHECK(std::memcmp(shadow.data(), ref_shadow.data(), 2 * n) == 0);
     if (o.sparse == sparse_mode::catch_up)
@@ -651,13 +651,13 @@ TEST_CASE_TEMPLATE("sparse and bf16-moment steps through the element functors gi
       CAPTURE(static_cast<int>(o.sparse));
       optimizer_state<O> s(o, n);
       std::vector<float> p = p0;
-      std::vector<Eigen::bfloat16> shadow(n);
+      std::vector<sluice::bfloat16> shadow(n);
       device_like_optimizer<O> dev(o, p0);
       std::size_t const nb = (n + block - 1) / block;
       for (std::uint32_t step = 1; step <= 5; ++step) {
         if (step == 3) {  // a dense step between the sparse ones
           auto const g = normal(n, 40 + step);
-          sluice::step(o, s, std::span<float>(p), std::span<float const>(g), std::span<Eigen::bfloat16>(shadow));
+          sluice::step(o, s, std::span<float>(p), std::span<float const>(g), std::span<sluice::bfloat16>(shadow));
           dev.step(cuda::sparse_target{nullptr, 1, n}, &g);
           continue;
         }
@@ -666,19 +666,19 @@ TEST_CASE_TEMPLATE("sparse and bf16-moment steps through the element functors gi
         if (idx.back() != nb - 1) idx.push_back(static_cast<std::uint32_t>(nb - 1));  // the cut last block
         auto const vals = normal(idx.size() * block, 60 + step);
         sparse_view<float const> const g{idx, vals, n, block};
-        sluice::step(o, s, std::span<float>(p), g, std::span<Eigen::bfloat16>(shadow));
+        sluice::step(o, s, std::span<float>(p), g, std::span<sluice::bfloat16>(shadow));
         dev.step(cuda::sparse_target{idx.data(), block, n}, &vals);
       }
       if (o.sparse == sparse_mode::catch_up) {  // the replay of every lagging entry, then flush
         dev.check_against(s, p, shadow);
-        sluice::flush(o, s, std::span<float>(p), std::span<Eigen::bfloat16>(shadow));
+        sluice::flush(o, s, std::span<float>(p), std::span<sluice::bfloat16>(shadow));
         dev.step(cuda::sparse_target{nullptr, 1, n}, nullptr);
       }
       dev.check_against(s, p, shadow);
     }
 }
 
-TEST_CASE("bf16_nearest rounds as Eigen::bfloat16") {
+TEST_CASE("bf16_nearest rounds as sluice::bfloat16") {
   auto x = normal(4096, 21, 100.0f);
   x.push_back(std::numeric_limits<float>::quiet_NaN());
   x.push_back(-std::numeric_limits<float>::quiet_NaN());
@@ -686,7 +686,7 @@ TEST_CASE("bf16_nearest rounds as Eigen::bfloat16") {
   x.push_back(3.0e38f);
   x.push_back(1e-40f);
   for (float v : x) {
-    Eigen::bfloat16 const ref(v);
+    sluice::bfloat16 const ref(v);
     std::uint16_t rb;
     std::memcpy(&rb, &ref, 2);
     CHECK(cuda::bf16_nearest(v) == rb);

@@ -300,7 +300,7 @@ TEST_CASE("device adam, adamw and sgd steps give the CPU optimizers' bits, bf16 
     using O = std::decay_t<decltype(o)>;
     optimizer_state<O> s(o, n);
     std::vector<float> p = p0;
-    std::vector<Eigen::bfloat16> shadow(n);
+    std::vector<sluice::bfloat16> shadow(n);
     auto dp = upload(p0);
     sc::device_buffer<float> m(n), v(n);
     sc::check(cudaMemset(m.data(), 0, 4 * n), "memset");
@@ -308,7 +308,7 @@ TEST_CASE("device adam, adamw and sgd steps give the CPU optimizers' bits, bf16 
     sc::device_buffer<std::uint16_t> sh(n);
     for (std::uint32_t t = 1; t <= 3; ++t) {
       auto const g = normal(n, 50 + t);
-      sluice::step(o, s, std::span<float>(p), std::span<float const>(g), std::span<Eigen::bfloat16>(shadow));
+      sluice::step(o, s, std::span<float>(p), std::span<float const>(g), std::span<sluice::bfloat16>(shadow));
       auto dg = upload(g);
       if constexpr (std::is_same_v<O, sgd>)
         sc::check(sc::sgd_step(dp.span(), dg.span(), m.span(), sc::sgd_element::from(o.kernel(t)), sh.span(), nullptr),
@@ -350,7 +350,7 @@ TEST_CASE("device sparse and bf16-moment steps give the CPU optimizers' bits") {
     sc::device_buffer<std::uint32_t> last(n);  // catch_up's per-entry step counters
     sc::check(cudaMemset(last.data(), 0, 4 * n), "memset");
     std::vector<float> p = p0;
-    std::vector<Eigen::bfloat16> shadow(n);
+    std::vector<sluice::bfloat16> shadow(n);
     auto dp = upload(p0);
     sc::device_buffer<float> m(n), v(n);
     sc::device_buffer<std::uint16_t> m16(n), v16(n), sh(n);
@@ -391,7 +391,7 @@ TEST_CASE("device sparse and bf16-moment steps give the CPU optimizers' bits") {
       auto const mom = moments(t);
       if (t == 2) {  // a dense step between the sparse ones
         auto const g = normal(n, 80 + t);
-        sluice::step(o, s, std::span<float>(p), std::span<float const>(g), std::span<Eigen::bfloat16>(shadow));
+        sluice::step(o, s, std::span<float>(p), std::span<float const>(g), std::span<sluice::bfloat16>(shadow));
         auto dg = upload(g);
         sc::check(device_step(t, mom, {}, dg.span(), 1), "dense step");
         sc::check(cudaDeviceSynchronize(), "sync");
@@ -402,7 +402,7 @@ TEST_CASE("device sparse and bf16-moment steps give the CPU optimizers' bits") {
       if (idx.back() != nb - 1) idx.push_back(static_cast<std::uint32_t>(nb - 1));
       auto const vals = normal(idx.size() * block, 90 + t);
       sluice::step(o, s, std::span<float>(p), sluice::sparse_view<float const>{idx, vals, n, block},
-                   std::span<Eigen::bfloat16>(shadow));
+                   std::span<sluice::bfloat16>(shadow));
       auto di = upload(idx);
       auto dv = upload(vals);
       std::span<std::uint32_t const> const is(di.data(), idx.size());
@@ -411,7 +411,7 @@ TEST_CASE("device sparse and bf16-moment steps give the CPU optimizers' bits") {
       sc::check(cudaDeviceSynchronize(), "sync");
     }
     if (catch_up) {  // every lagging entry replayed up to step 4
-      sluice::flush(o, s, std::span<float>(p), std::span<Eigen::bfloat16>(shadow));
+      sluice::flush(o, s, std::span<float>(p), std::span<sluice::bfloat16>(shadow));
       if constexpr (std::is_same_v<O, sgd>)
         sc::check(
             sc::sgd_flush(dp.span(), moments(4), last.span(), sc::sgd_catch_up::from(o.kernel(4)), sh.span(), nullptr),

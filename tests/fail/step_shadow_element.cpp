@@ -1,4 +1,4 @@
-// sluice::step writes a shadow only as Eigen::bfloat16 or Eigen::half: a float shadow must not compile.
+// sluice::step writes a shadow only as sluice::bfloat16 or sluice::half: a float shadow must not compile.
 // expected-error: ShadowElement
 #include <span>
 #include <vector>
@@ -8,7 +8,7 @@
 #if defined(SLUICE_MUST_FAIL)
 using shadow_type = float;
 #else
-using shadow_type = Eigen::bfloat16;
+using shadow_type = sluice::bfloat16;
 #endif
 
 int main() {

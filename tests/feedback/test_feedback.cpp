@@ -74,18 +74,19 @@ constexpr bool offers_fused = requires(C const& c, std::span<T const> g, sluice:
   c.template encode_compensated<S>(g, s, ctx, ws, out);
 };
 static_assert(offers_fused<sluice::block_top_k, float, float> && offers_fused<sluice::maxmin_quantize, float, float> &&
-              offers_fused<sluice::maxmin_quantize, Eigen::half, Eigen::bfloat16>);
-static_assert(!offers_fused<sluice::block_top_k, float, Eigen::bfloat16> && !offers_fused<sluice::top_k, float, float>);
+              offers_fused<sluice::maxmin_quantize, sluice::half, sluice::bfloat16>);
+static_assert(!offers_fused<sluice::block_top_k, float, sluice::bfloat16> &&
+              !offers_fused<sluice::top_k, float, float>);
 
 }  // namespace
 
 static_assert(sluice::Feedback<sluice::no_feedback> && sluice::Feedback<sluice::residual> &&
               sluice::Feedback<sluice::momentum_correction> && sluice::Feedback<sluice::ef21>);
 static_assert(sluice::FeedbackFor<sluice::residual, sluice::top_k> &&
-              sluice::FeedbackFor<sluice::residual, sluice::top_k, Eigen::bfloat16> &&
+              sluice::FeedbackFor<sluice::residual, sluice::top_k, sluice::bfloat16> &&
               sluice::FeedbackFor<sluice::momentum_correction, sluice::top_k> &&
               sluice::FeedbackFor<sluice::ef21, sluice::test::grid_codec> &&
-              sluice::FeedbackFor<sluice::no_feedback, sluice::top_k, Eigen::half>);
+              sluice::FeedbackFor<sluice::no_feedback, sluice::top_k, sluice::half>);
 
 TEST_CASE("residual conserves mass for every codec (fp32 and bf16 state, fused and unfused)") {
   constexpr std::size_t n = 3000, steps = 60;
@@ -145,16 +146,16 @@ TEST_CASE("fused residual is bit-identical to the unfused composition") {
   sluice::residual const fa{.precision = sluice::element_type::bf16},
       fb{.precision = sluice::element_type::bf16, .fuse = false};
   feedback_state sa(fa, std::vector<std::size_t>{m}), sb(fb, std::vector<std::size_t>{m});
-  feedback_workspace<sluice::top_k, Eigen::bfloat16> wa, wb;
+  feedback_workspace<sluice::top_k, sluice::bfloat16> wa, wb;
   sluice::top_k const c{.ratio = 0.1};
   std::vector<std::byte> oa(c.max_encoded_bytes(m)), ob(oa.size());
   for (std::uint64_t t = 0; t < 5; ++t) {
     auto const gf = random_grad(m, static_cast<std::uint32_t>(t));
-    std::vector<Eigen::bfloat16> g(m);
-    for (std::size_t i = 0; i < m; ++i) g[i] = Eigen::bfloat16(gf[i]);
+    std::vector<sluice::bfloat16> g(m);
+    for (std::size_t i = 0; i < m; ++i) g[i] = sluice::bfloat16(gf[i]);
     sluice::encode_context const ctx{.step = t};
-    auto const na = fa.encode(c, sa.slice(0), std::span<Eigen::bfloat16 const>(g), ctx, wa, std::span(oa));
-    auto const nb = fb.encode(c, sb.slice(0), std::span<Eigen::bfloat16 const>(g), ctx, wb, std::span(ob));
+    auto const na = fa.encode(c, sa.slice(0), std::span<sluice::bfloat16 const>(g), ctx, wa, std::span(oa));
+    auto const nb = fb.encode(c, sb.slice(0), std::span<sluice::bfloat16 const>(g), ctx, wb, std::span(ob));
     REQUIRE(na == nb);
     REQUIRE(std::equal(oa.begin(), oa.begin() + static_cast<std::ptrdiff_t>(na), ob.begin()));
     REQUIRE(sa == sb);
@@ -373,7 +374,7 @@ TEST_CASE("bad calls are errors before anything changes") {
 
 #ifdef SLUICE_TEST_HAVE_MAXMIN
 TEST_CASE_TEMPLATE("fused residual + maxmin_quantize is bit-identical for every grid and rounding", T, float,
-                   Eigen::bfloat16, Eigen::half) {
+                   sluice::bfloat16, sluice::half) {
   constexpr std::size_t n = 5000;  // not a multiple of any bucket
   for (auto const& c : {sluice::maxmin_quantize{.bits = 4}, sluice::maxmin_quantize{.bits = 3, .bucket = 100},
                         sluice::maxmin_quantize{.bits = 8, .bucket = 64, .round = sluice::rounding::stochastic},

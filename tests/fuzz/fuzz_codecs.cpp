@@ -105,7 +105,7 @@ template <class T>
 void write_seed(std::span<std::byte const> frame, unsigned raw_config) {
   static char const* const dir = std::getenv("SLUICE_FUZZ_SEEDS");
   if (dir == nullptr) return;
-  unsigned const type = std::is_same_v<T, float> ? 0 : std::is_same_v<T, Eigen::half> ? 1 : 2;
+  unsigned const type = std::is_same_v<T, float> ? 0 : std::is_same_v<T, sluice::half> ? 1 : 2;
   auto const selector = static_cast<char>(raw_config | type << 5);
   std::uint64_t h = 1469598103934665603u;
   for (std::byte b : frame) h = (h ^ static_cast<std::uint8_t>(b)) * 1099511628211u;
@@ -199,8 +199,8 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
     std::span<std::uint8_t const> const in(data, size);
     unsigned const pick = data[0] & 0x0F, type = (data[0] >> 4) & 3;
     if (type == 0) edited_codec<float>(pick, in);
-    if (type == 1) edited_codec<Eigen::half>(pick, in);
-    if (type == 2) edited_codec<Eigen::bfloat16>(pick, in);
+    if (type == 1) edited_codec<sluice::half>(pick, in);
+    if (type == 2) edited_codec<sluice::bfloat16>(pick, in);
     if (type == 3) edited_codec<float>(pick + 1, in);
     return 0;
   }
@@ -230,8 +230,8 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
       std::memcpy(msg.data() + 72, &sum, 8);
     }
     if (type == 0) one_codec<float>(config, msg, n);
-    if (type == 1) one_codec<Eigen::half>(config, msg, n);
-    if (type == 2) one_codec<Eigen::bfloat16>(config, msg, n);
+    if (type == 1) one_codec<sluice::half>(config, msg, n);
+    if (type == 2) one_codec<sluice::bfloat16>(config, msg, n);
   }
   return 0;
 }

@@ -104,7 +104,7 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
       break;
     }
     case 6: {
-      sluice::power_sgd::workspace<Eigen::half> ws;
+      sluice::power_sgd::workspace<sluice::half> ws;
       guarded([&] { ws.restore(in); });
       break;
     }

@@ -100,17 +100,16 @@ TEST_CASE("a large dense step is split over threads and matches the serial resul
 TEST_CASE("shadow parameters are the updated parameters rounded to nearest") {
   auto p = random_floats(n_elems, 9);
   auto const g = random_floats(n_elems, 10);
-  std::vector<Eigen::bfloat16> sb(n_elems);
-  std::vector<Eigen::half> sh(n_elems);
+  std::vector<sluice::bfloat16> sb(n_elems);
+  std::vector<sluice::half> sh(n_elems);
   adam const o{};
   optimizer_state<adam> s(o, n_elems);
-  sluice::step(o, s, p, g, std::span<Eigen::bfloat16>(sb));
+  sluice::step(o, s, p, g, std::span<sluice::bfloat16>(sb));
   for (std::size_t i = 0; i < n_elems; ++i)
-    REQUIRE(Eigen::numext::bit_cast<std::uint16_t>(sb[i]) ==
-            Eigen::numext::bit_cast<std::uint16_t>(Eigen::bfloat16(p[i])));
-  sluice::step(o, s, p, g, std::span<Eigen::half>(sh));
+    REQUIRE(std::bit_cast<std::uint16_t>(sb[i]) == std::bit_cast<std::uint16_t>(sluice::bfloat16(p[i])));
+  sluice::step(o, s, p, g, std::span<sluice::half>(sh));
   for (std::size_t i = 0; i < n_elems; ++i)
-    REQUIRE(Eigen::numext::bit_cast<std::uint16_t>(sh[i]) == Eigen::numext::bit_cast<std::uint16_t>(Eigen::half(p[i])));
+    REQUIRE(std::bit_cast<std::uint16_t>(sh[i]) == std::bit_cast<std::uint16_t>(sluice::half(p[i])));
   // The shadow path computes the same parameters as the plain path.
   auto q = random_floats(n_elems, 9);
   optimizer_state<adam> s2(o, n_elems);
@@ -136,8 +135,8 @@ TEST_CASE("branch-free bf16 conversions equal the core conversions bit for bit")
   for (float x : xs) {
     auto const r = static_cast<std::uint32_t>(rng());
     REQUIRE(detail::bf16_stochastic(x, r) ==
-            Eigen::numext::bit_cast<std::uint16_t>(from_float_stochastic<Eigen::bfloat16>(x, r)));
-    REQUIRE(detail::bf16_nearest(x) == Eigen::numext::bit_cast<std::uint16_t>(Eigen::bfloat16(x)));
+            std::bit_cast<std::uint16_t>(from_float_stochastic<sluice::bfloat16>(x, r)));
+    REQUIRE(detail::bf16_nearest(x) == std::bit_cast<std::uint16_t>(sluice::bfloat16(x)));
   }
 }
 

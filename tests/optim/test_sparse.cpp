@@ -191,7 +191,7 @@ TEST_CASE("block fast path equals the element path bit for bit") {
     sgd const so{.lr = 1e-2, .momentum = 0.9, .weight_decay = 1e-3, .sparse = c.mode, .state_type = c.states};
     auto pb = random_floats(n_elems, 7);  // n_elems is not a multiple of the block: partial last block
     auto pe = pb, qb = pb, qe = pb;
-    std::vector<Eigen::bfloat16> shb(n_elems), she(n_elems);
+    std::vector<sluice::bfloat16> shb(n_elems), she(n_elems);
     optimizer_state<adam> sb(o, n_elems, 4), se(o, n_elems, 4);
     optimizer_state<sgd> tb(so, n_elems, 4), te(so, n_elems, 4);
     for (int t = 0; t < 25; ++t) {
@@ -199,8 +199,8 @@ TEST_CASE("block fast path equals the element path bit for bit") {
       auto const ge = to_elements(g);
       sparse_view<float const> const vb{g.indices, g.values, n_elems, c.block};
       sparse_view<float const> const ve{ge.indices, ge.values, n_elems, 1};
-      sluice::step(o, sb, pb, vb, std::span<Eigen::bfloat16>(shb));
-      sluice::step(o, se, pe, ve, std::span<Eigen::bfloat16>(she));
+      sluice::step(o, sb, pb, vb, std::span<sluice::bfloat16>(shb));
+      sluice::step(o, se, pe, ve, std::span<sluice::bfloat16>(she));
       sluice::step(so, tb, qb, vb);
       sluice::step(so, te, qe, ve);
     }
@@ -209,7 +209,7 @@ TEST_CASE("block fast path equals the element path bit for bit") {
     CHECK(qb == qe);
     CHECK(tb == te);
     for (std::size_t i = 0; i < n_elems; ++i)
-      REQUIRE(Eigen::numext::bit_cast<std::uint16_t>(shb[i]) == Eigen::numext::bit_cast<std::uint16_t>(she[i]));
+      REQUIRE(std::bit_cast<std::uint16_t>(shb[i]) == std::bit_cast<std::uint16_t>(she[i]));
   }
 }
 
@@ -236,19 +236,19 @@ TEST_CASE("64-bit indices and sparse shadows touch only the listed entries") {
   adam const o{.lr = 1e-2};
   auto p = random_floats(n_elems, 10);
   auto q = p;
-  std::vector<Eigen::half> shadow(n_elems, Eigen::half(7.0f));
+  std::vector<sluice::half> shadow(n_elems, sluice::half(7.0f));
   optimizer_state<adam> s(o, n_elems), s2(o, n_elems);
   auto const g = make_sparse(n_elems, 0.1, 10000);
   std::vector<std::uint64_t> idx64(g.indices.begin(), g.indices.end());
   sluice::step(o, s, p, sparse_view<float const, std::uint64_t>{idx64, g.values, n_elems, 1},
-               std::span<Eigen::half>(shadow));
+               std::span<sluice::half>(shadow));
   sluice::step(o, s2, q, sparse_view<float const>{g.indices, g.values, n_elems, 1});
   CHECK(p == q);
   std::vector<bool> touched(n_elems, false);
   for (auto i : g.indices) touched[i] = true;
   for (std::size_t i = 0; i < n_elems; ++i) {
     if (touched[i])
-      REQUIRE(static_cast<float>(shadow[i]) == static_cast<float>(Eigen::half(p[i])));
+      REQUIRE(static_cast<float>(shadow[i]) == static_cast<float>(sluice::half(p[i])));
     else
       REQUIRE(static_cast<float>(shadow[i]) == 7.0f);
   }

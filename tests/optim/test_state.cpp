@@ -132,8 +132,8 @@ TEST_CASE("invalid policies and mismatched sizes throw before any state changes"
   expect(good, small, errc::size_mismatch);
   std::vector<float> short_grad(10);
   CHECK_THROWS_AS(sluice::step(good, s, p, short_grad), sluice::error);
-  std::vector<Eigen::bfloat16> short_shadow(10);
-  CHECK_THROWS_AS(sluice::step(good, s, p, g, std::span<Eigen::bfloat16>(short_shadow)), sluice::error);
+  std::vector<sluice::bfloat16> short_shadow(10);
+  CHECK_THROWS_AS(sluice::step(good, s, p, g, std::span<sluice::bfloat16>(short_shadow)), sluice::error);
   CHECK(s.step() == 0);
   CHECK_THROWS_AS((optimizer_state<adam>(state_layout{3, element_type::f32, false}, 4)), sluice::error);
   CHECK_THROWS_AS((optimizer_state<adam>(state_layout{2, element_type::f16, false}, 4)), sluice::error);

@@ -13,8 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
+#include <fmt/core.h>
 
 #include <sluice/bucket/concepts.hpp>
 #include <sluice/bucket/detail/hash.hpp>
@@ -22,6 +21,18 @@
 #include <sluice/core/error.hpp>
 
 namespace sluice {
+
+namespace bucket_detail {
+/// A shape as "d0, d1, ..." (what fmt::join(shape, ", ") prints, without <fmt/ranges.h>).
+inline std::string shape_text(std::vector<std::size_t> const& shape) {
+  std::string s;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i != 0) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s;
+}
+}  // namespace bucket_detail
 
 /// One tensor of a layout. An empty shape is a scalar (one element).
 struct tensor_desc {
@@ -213,7 +224,7 @@ inline void layouts_must_match(std::span<std::byte const> a, int rank_a, std::sp
   layout const lb = layout::deserialize(b, fmt::format("rank {}", rank_b));
   std::size_t const common = std::min(la.size(), lb.size());
   auto describe = [](tensor_desc const& t) {
-    return fmt::format("'{}' shape [{}] {}", t.name, fmt::join(t.shape, ", "), to_string(t.element));
+    return fmt::format("'{}' shape [{}] {}", t.name, bucket_detail::shape_text(t.shape), to_string(t.element));
   };
   for (std::size_t i = 0; i < common; ++i) {
     if (la[i] == lb[i]) continue;
@@ -236,6 +247,7 @@ template <>
 struct fmt::formatter<sluice::tensor_desc> : fmt::formatter<std::string_view> {
   template <class Ctx>
   auto format(sluice::tensor_desc const& t, Ctx& ctx) const {
-    return fmt::format_to(ctx.out(), "{} [{}] {}", t.name, fmt::join(t.shape, ", "), sluice::to_string(t.element));
+    return fmt::format_to(ctx.out(), "{} [{}] {}", t.name, sluice::bucket_detail::shape_text(t.shape),
+                          sluice::to_string(t.element));
   }
 };

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <sluice/bucket/layout.hpp>
 #include <sluice/core/cache.hpp>

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <sluice/compress/concepts.hpp>
 #include <sluice/compress/context.hpp>

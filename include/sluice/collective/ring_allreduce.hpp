@@ -6,7 +6,7 @@
 #include <span>
 #include <vector>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <sluice/collective/concepts.hpp>
 #include <sluice/collective/detail/exchange.hpp>

@@ -13,7 +13,7 @@
 #include <type_traits>
 #include <vector>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <sluice/compress/block_score.hpp>
 #include <sluice/compress/concepts.hpp>
@@ -221,9 +221,8 @@ struct block_top_k {
   }
 };
 
-static_assert(Codec<block_top_k, float> && Codec<block_top_k, Eigen::half> && Codec<block_top_k, Eigen::bfloat16>);
-static_assert(SparseCodec<block_top_k, float> && SparseCodec<block_top_k, Eigen::half> &&
-              SparseCodec<block_top_k, Eigen::bfloat16>);
+static_assert(Codec<block_top_k, float> && Codec<block_top_k, half> && Codec<block_top_k, bfloat16>);
+static_assert(SparseCodec<block_top_k, float> && SparseCodec<block_top_k, half> && SparseCodec<block_top_k, bfloat16>);
 
 }  // namespace sluice
 

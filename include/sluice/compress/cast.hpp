@@ -8,7 +8,7 @@
 #include <span>
 #include <type_traits>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <sluice/compress/concepts.hpp>
 #include <sluice/compress/decode.hpp>
@@ -73,9 +73,9 @@ struct cast {
       });
     };
     if (to == element_type::f16)
-      run(static_cast<Eigen::half*>(nullptr));
+      run(static_cast<half*>(nullptr));
     else if (to == element_type::bf16)
-      run(static_cast<Eigen::bfloat16*>(nullptr));
+      run(static_cast<bfloat16*>(nullptr));
     else
       run(static_cast<float*>(nullptr));
     w.commit(n * size_of(to));
@@ -102,15 +102,15 @@ struct cast {
       }
     };
     if (to == element_type::f16)
-      run(static_cast<Eigen::half*>(nullptr));
+      run(static_cast<half*>(nullptr));
     else if (to == element_type::bf16)
-      run(static_cast<Eigen::bfloat16*>(nullptr));
+      run(static_cast<bfloat16*>(nullptr));
     else
       run(static_cast<float*>(nullptr));
   }
 };
 
-static_assert(Codec<cast, float> && Codec<cast, Eigen::half> && Codec<cast, Eigen::bfloat16>);
+static_assert(Codec<cast, float> && Codec<cast, half> && Codec<cast, bfloat16>);
 
 }  // namespace sluice
 

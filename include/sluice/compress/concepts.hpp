@@ -73,7 +73,7 @@ inline constexpr accumulate_t accumulate{};  ///< decode_into adds into `dense`
 template <class M>
 concept DecodeMode = std::same_as<M, overwrite_t> || std::same_as<M, accumulate_t>;
 
-/// A codec for element type T (float, Eigen::half or Eigen::bfloat16).
+/// A codec for element type T (float, half or bfloat16).
 ///  - max_encoded_bytes(n): exact upper bound on the frame size for n elements; caller sizes `out`.
 ///  - encode(in, ctx, ws, out): validates, writes one frame, returns its size. Throws
 ///    errc::invalid_argument for bad policy values and errc::size_mismatch for a short `out`, before
@@ -89,7 +89,7 @@ concept DecodeMode = std::same_as<M, overwrite_t> || std::same_as<M, accumulate_
 ///    feedback/residual.hpp detects: c = grad + residual and the frame of c in one pass, leaving
 ///    residual = c - decode(frame), bit for bit what the unfused composition leaves; returns the
 ///    frame size. `slice` is the feedback_slice of the call: `buffer<S>(0)` is the residual (S is
-///    float or Eigen::bfloat16, stored through compress/detail/residual.hpp's rounding),
+///    float or bfloat16, stored through compress/detail/residual.hpp's rounding),
 ///    `offset()`, `tensor()` key that rounding, `state().record_non_finite(count)` reports NaN/Inf.
 ///    A codec constrains S and T to the combinations it fuses; others take the generic path.
 template <class C, class T = float>

@@ -8,7 +8,7 @@
 #include <span>
 #include <type_traits>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <sluice/compress/concepts.hpp>
 #include <sluice/compress/decode.hpp>
@@ -72,7 +72,7 @@ struct identity {
   }
 };
 
-static_assert(Codec<identity, float> && Codec<identity, Eigen::half> && Codec<identity, Eigen::bfloat16>);
+static_assert(Codec<identity, float> && Codec<identity, half> && Codec<identity, bfloat16>);
 
 }  // namespace sluice
 

@@ -13,7 +13,7 @@
 #include <span>
 #include <type_traits>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <sluice/compress/concepts.hpp>
 #include <sluice/compress/decode.hpp>
@@ -195,8 +195,7 @@ struct maxmin_quantize {
   }
 };
 
-static_assert(Codec<maxmin_quantize, float> && Codec<maxmin_quantize, Eigen::half> &&
-              Codec<maxmin_quantize, Eigen::bfloat16>);
+static_assert(Codec<maxmin_quantize, float> && Codec<maxmin_quantize, half> && Codec<maxmin_quantize, bfloat16>);
 
 }  // namespace sluice
 

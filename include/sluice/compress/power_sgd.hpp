@@ -13,7 +13,7 @@
 #include <type_traits>
 #include <vector>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 #include <Eigen/Core>
 
 #include <sluice/compress/concepts.hpp>
@@ -279,7 +279,7 @@ struct power_sgd {
   }
 };
 
-static_assert(Codec<power_sgd, float> && Codec<power_sgd, Eigen::half> && Codec<power_sgd, Eigen::bfloat16>);
+static_assert(Codec<power_sgd, float> && Codec<power_sgd, half> && Codec<power_sgd, bfloat16>);
 
 }  // namespace sluice
 

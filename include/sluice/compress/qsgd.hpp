@@ -14,7 +14,7 @@
 #include <span>
 #include <type_traits>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <sluice/compress/concepts.hpp>
 #include <sluice/compress/decode.hpp>
@@ -173,7 +173,7 @@ struct qsgd {
   }
 };
 
-static_assert(Codec<qsgd, float> && Codec<qsgd, Eigen::half> && Codec<qsgd, Eigen::bfloat16>);
+static_assert(Codec<qsgd, float> && Codec<qsgd, half> && Codec<qsgd, bfloat16>);
 
 }  // namespace sluice
 

@@ -12,7 +12,7 @@
 #include <type_traits>
 #include <vector>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <sluice/compress/concepts.hpp>
 #include <sluice/compress/decode.hpp>
@@ -178,9 +178,8 @@ struct random_k {
   }
 };
 
-static_assert(Codec<random_k, float> && Codec<random_k, Eigen::half> && Codec<random_k, Eigen::bfloat16>);
-static_assert(SparseCodec<random_k, float> && SparseCodec<random_k, Eigen::half> &&
-              SparseCodec<random_k, Eigen::bfloat16>);
+static_assert(Codec<random_k, float> && Codec<random_k, half> && Codec<random_k, bfloat16>);
+static_assert(SparseCodec<random_k, float> && SparseCodec<random_k, half> && SparseCodec<random_k, bfloat16>);
 
 }  // namespace sluice
 

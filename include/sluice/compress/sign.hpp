@@ -11,7 +11,7 @@
 #include <span>
 #include <type_traits>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <sluice/compress/concepts.hpp>
 #include <sluice/compress/decode.hpp>
@@ -123,7 +123,7 @@ struct sign {
   }
 };
 
-static_assert(Codec<sign, float> && Codec<sign, Eigen::half> && Codec<sign, Eigen::bfloat16>);
+static_assert(Codec<sign, float> && Codec<sign, half> && Codec<sign, bfloat16>);
 
 }  // namespace sluice
 

@@ -12,7 +12,7 @@
 #include <type_traits>
 #include <vector>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <sluice/compress/concepts.hpp>
 #include <sluice/compress/decode.hpp>
@@ -156,10 +156,9 @@ struct threshold_top_k {
   }
 };
 
-static_assert(Codec<threshold_top_k, float> && Codec<threshold_top_k, Eigen::half> &&
-              Codec<threshold_top_k, Eigen::bfloat16>);
-static_assert(SparseCodec<threshold_top_k, float> && SparseCodec<threshold_top_k, Eigen::half> &&
-              SparseCodec<threshold_top_k, Eigen::bfloat16>);
+static_assert(Codec<threshold_top_k, float> && Codec<threshold_top_k, half> && Codec<threshold_top_k, bfloat16>);
+static_assert(SparseCodec<threshold_top_k, float> && SparseCodec<threshold_top_k, half> &&
+              SparseCodec<threshold_top_k, bfloat16>);
 
 }  // namespace sluice
 

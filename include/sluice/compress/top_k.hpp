@@ -9,7 +9,7 @@
 #include <type_traits>
 #include <vector>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <sluice/compress/concepts.hpp>
 #include <sluice/compress/decode.hpp>
@@ -110,8 +110,8 @@ struct top_k {
   }
 };
 
-static_assert(Codec<top_k, float> && Codec<top_k, Eigen::half> && Codec<top_k, Eigen::bfloat16>);
-static_assert(SparseCodec<top_k, float> && SparseCodec<top_k, Eigen::half> && SparseCodec<top_k, Eigen::bfloat16>);
+static_assert(Codec<top_k, float> && Codec<top_k, half> && Codec<top_k, bfloat16>);
+static_assert(SparseCodec<top_k, float> && SparseCodec<top_k, half> && SparseCodec<top_k, bfloat16>);
 
 }  // namespace sluice
 

@@ -1,5 +1,5 @@
-// Element types sluice moves and computes on: float, Eigen::half, Eigen::bfloat16, with
-// round-to-nearest-even and stochastic conversions from float. Compute is always fp32.
+// Element types sluice moves and computes on: float, sluice::half, sluice::bfloat16 (core/float16.hpp),
+// with round-to-nearest-even and stochastic conversions from float. Compute is always fp32.
 #pragma once
 
 #include <algorithm>
@@ -11,9 +11,8 @@
 #include <string_view>
 #include <type_traits>
 
-#include <Eigen/Core>
-
 #include <sluice/core/concepts.hpp>
+#include <sluice/core/float16.hpp>
 
 namespace sluice {
 
@@ -47,11 +46,11 @@ struct element_traits<float> {
   static constexpr element_type id = element_type::f32;
 };
 template <>
-struct element_traits<Eigen::half> {
+struct element_traits<half> {
   static constexpr element_type id = element_type::f16;
 };
 template <>
-struct element_traits<Eigen::bfloat16> {
+struct element_traits<bfloat16> {
   static constexpr element_type id = element_type::bf16;
 };
 
@@ -73,7 +72,7 @@ inline T from_float(float x) noexcept {
   if constexpr (std::is_same_v<T, float>)
     return x;
   else
-    return T(x);  // Eigen converts with round-to-nearest-even for both half and bfloat16
+    return T(x);  // round-to-nearest-even for both half and bfloat16
 }
 
 /// Narrows float to T with stochastic rounding: rounds up with probability equal to the distance
@@ -85,28 +84,28 @@ inline T from_float_stochastic(float x, std::uint32_t random) noexcept {
   if constexpr (std::is_same_v<T, float>) {
     (void)random;
     return x;
-  } else if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+  } else if constexpr (std::is_same_v<T, bfloat16>) {
     // bfloat16 is the top half of a float: adding 16 random bits below the cut and truncating
     // rounds the magnitude up with probability (dropped bits) / 2^16.
     std::uint32_t const bits = std::bit_cast<std::uint32_t>(x);
-    if ((bits & 0x7f800000u) == 0x7f800000u) return Eigen::bfloat16(x);  // Inf/NaN
+    if ((bits & 0x7f800000u) == 0x7f800000u) return bfloat16(x);  // Inf/NaN
     std::uint32_t const rounded = bits + (random >> 16);
     // Carry into the exponent is the correct next value; overflow to Inf is the correct limit.
-    return Eigen::numext::bit_cast<Eigen::bfloat16>(static_cast<std::uint16_t>(rounded >> 16));
+    return bfloat16::from_bits(static_cast<std::uint16_t>(rounded >> 16));
   } else {
-    if (!(std::abs(x) <= std::numeric_limits<float>::max())) return Eigen::half(x);
-    Eigen::half const nearest(x);
+    if (!(std::abs(x) <= std::numeric_limits<float>::max())) return half(x);
+    half const nearest(x);
     float const n = static_cast<float>(nearest);
     if (n == x) return nearest;
     // The two representable neighbours of x: `nearest` and the next one away from it towards x.
-    std::uint16_t const nb = Eigen::numext::bit_cast<std::uint16_t>(nearest);
+    std::uint16_t const nb = nearest.bits();
     bool const toward_larger_magnitude = std::abs(x) > std::abs(n);
     std::uint16_t other_bits;
     if (n == 0.0f)
       other_bits = static_cast<std::uint16_t>((x < 0 ? 0x8000u : 0u) | 1u);  // smallest subnormal
     else
       other_bits = static_cast<std::uint16_t>(toward_larger_magnitude ? nb + 1 : nb - 1);
-    Eigen::half const other = Eigen::numext::bit_cast<Eigen::half>(other_bits);
+    half const other = half::from_bits(other_bits);
     float const o = static_cast<float>(other);
     float const lo = std::min(n, o), hi = std::max(n, o);
     // P(round to hi) = (x - lo) / (hi - lo), compared in 24-bit fixed point.

@@ -1,4 +1,4 @@
-// Counter-based random streams (Random123 Philox4x32-10) keyed by (seed, rank, step, tensor):
+// Counter-based random streams (Philox4x32-10, core/detail/philox.hpp) keyed by (seed, rank, step, tensor):
 // any rank can regenerate any other rank's numbers, and element i of a stream can be drawn
 // without drawing elements 0..i-1, so threads split a stream without coordination.
 #pragma once
@@ -8,25 +8,7 @@
 #include <cstdint>
 #include <limits>
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wconversion"
-#pragma GCC diagnostic ignored "-Wsign-conversion"
-#pragma GCC diagnostic ignored "-Wshadow"
-#pragma GCC diagnostic ignored "-Wpedantic"
-#elif defined(__clang__)
-#pragma clang diagnostic push
-#pragma clang diagnostic ignored "-Wconversion"
-#pragma clang diagnostic ignored "-Wshadow"
-#pragma clang diagnostic ignored "-Wpedantic"
-#pragma clang diagnostic ignored "-Wold-style-cast"
-#endif
-#include <Random123/philox.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#elif defined(__clang__)
-#pragma clang diagnostic pop
-#endif
+#include <sluice/core/detail/philox.hpp>
 
 namespace sluice {
 
@@ -49,7 +31,7 @@ struct stream_key {
 /// Thread-safety: const member functions may be called concurrently; it holds no mutable state.
 class random_stream {
  public:
-  using philox = r123::Philox4x32;
+  using philox = detail::philox4x32;  ///< Random123's Philox4x32, bit for bit
 
   constexpr random_stream() = default;
   explicit random_stream(stream_key const& k) noexcept

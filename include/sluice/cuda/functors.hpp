@@ -53,9 +53,9 @@ struct philox_stream {
 
   /// Word i of the stream.
   SLUICE_HD std::uint32_t word(std::uint64_t i) const noexcept {
-    r123::Philox4x32::ctr_type const ctr = {{static_cast<std::uint32_t>(i >> 2), step, tensor, rank}};
-    r123::Philox4x32::key_type const key = {{key0, key1}};
-    auto const r = r123::Philox4x32{}(ctr, key);
+    sluice::detail::philox4x32::ctr_type const ctr = {{static_cast<std::uint32_t>(i >> 2), step, tensor, rank}};
+    sluice::detail::philox4x32::key_type const key = {{key0, key1}};
+    auto const r = sluice::detail::philox4x32{}(ctr, key);
     return r.v[i & 3];
   }
   /// Uniform float in [0, 1) from word i (random_stream::uniform).
@@ -250,7 +250,7 @@ struct random_k_element {
 };
 
 /// float to bf16 bits with round-to-nearest-even (a NaN becomes the quiet NaN of its sign): the
-/// bf16 parameter shadow the CPU optimizers write (Eigen::bfloat16(x)).
+/// bf16 parameter shadow the CPU optimizers write (bfloat16(x)).
 SLUICE_HD inline std::uint16_t bf16_nearest(float x) noexcept {
   std::uint32_t const b = detail::bits_of(x);
   std::uint32_t const r =

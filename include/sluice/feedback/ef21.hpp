@@ -8,7 +8,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <sluice/compress/detail/archetype.hpp>
 #include <sluice/core/serial.hpp>

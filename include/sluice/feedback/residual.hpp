@@ -9,7 +9,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <sluice/compress/concepts.hpp>
 #include <sluice/compress/detail/archetype.hpp>

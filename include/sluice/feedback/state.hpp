@@ -15,8 +15,9 @@
 #include <type_traits>
 #include <vector>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
+#include <sluice/core/detail/spec_formatter.hpp>
 #include <sluice/core/element.hpp>
 #include <sluice/core/error.hpp>
 #include <sluice/core/memory.hpp>
@@ -70,7 +71,7 @@ class feedback_slice {
   [[nodiscard]] std::string_view name() const noexcept;                  ///< tensor name
   [[nodiscard]] element_type precision() const noexcept;                 ///< f32 or bf16
   [[nodiscard]] sluice::warmup const& warmup() const noexcept;           ///< the state's schedule
-  /// Buffer b of this slice as S (float for f32 state, Eigen::bfloat16 for bf16 state).
+  /// Buffer b of this slice as S (float for f32 state, bfloat16 for bf16 state).
   template <class S>
   [[nodiscard]] std::span<S> buffer(std::size_t b) const noexcept;
 
@@ -105,7 +106,7 @@ class feedback_state {
         if (precision == element_type::f32)
           te.f32[b].assign(extents[t], 0.0f);
         else
-          te.bf16[b].assign(extents[t], Eigen::bfloat16(0.0f));
+          te.bf16[b].assign(extents[t], bfloat16(0.0f));
       }
     }
   }
@@ -146,7 +147,7 @@ class feedback_state {
     return {*this, t, offset, count};
   }
 
-  /// Buffer b of tensor t as S (float or Eigen::bfloat16, matching precision()).
+  /// Buffer b of tensor t as S (float or bfloat16, matching precision()).
   template <class S>
   [[nodiscard]] std::span<S> buffer(std::size_t t, std::size_t b) {
     auto& te = entry(t);
@@ -156,7 +157,7 @@ class feedback_state {
               to_string(precision_));
       return te.f32[b];
     } else {
-      static_assert(std::is_same_v<S, Eigen::bfloat16>, "feedback_state: buffers are float or Eigen::bfloat16");
+      static_assert(std::is_same_v<S, bfloat16>, "feedback_state: buffers are float or bfloat16");
       require(precision_ == element_type::bf16, errc::invalid_argument, "feedback_state: state is {}, not bf16",
               to_string(precision_));
       return te.bf16[b];
@@ -196,7 +197,7 @@ class feedback_state {
     for (auto& te : tensors_)
       for (std::size_t b = 0; b < buffers_; ++b) {
         std::fill(te.f32[b].begin(), te.f32[b].end(), 0.0f);
-        std::fill(te.bf16[b].begin(), te.bf16[b].end(), Eigen::bfloat16(0.0f));
+        std::fill(te.bf16[b].begin(), te.bf16[b].end(), bfloat16(0.0f));
       }
   }
 
@@ -324,7 +325,7 @@ class feedback_state {
     std::string name;
     std::size_t extent = 0;
     std::array<std::vector<float, line_allocator<float>>, 2> f32{};
-    std::array<std::vector<Eigen::bfloat16, line_allocator<Eigen::bfloat16>>, 2> bf16{};
+    std::array<std::vector<bfloat16, line_allocator<bfloat16>>, 2> bf16{};
   };
 
   tensor_entry& entry(std::size_t t) {
@@ -363,9 +364,9 @@ feedback_state make_state(F const& f, std::span<std::size_t const> extents, std:
 }  // namespace sluice
 
 template <>
-struct fmt::formatter<sluice::non_finite_policy> : fmt::formatter<std::string_view> {
+struct fmt::formatter<sluice::non_finite_policy> : sluice::detail::spec_formatter {
   template <class Ctx>
   auto format(sluice::non_finite_policy p, Ctx& ctx) const {
-    return fmt::formatter<std::string_view>::format(sluice::to_string(p), ctx);
+    return format_with_spec(sluice::to_string(p), ctx);
   }
 };

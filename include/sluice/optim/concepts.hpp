@@ -31,9 +31,9 @@ struct adam_step_constants;
 struct optimizer_tag {};
 
 /// The element type of a shadow, the low-precision copy of the parameters that sluice::step and
-/// sluice::flush write in the same pass (for upload to a GPU): Eigen::bfloat16 or Eigen::half.
+/// sluice::flush write in the same pass (for upload to a GPU): bfloat16 or half.
 template <class S>
-concept ShadowElement = std::same_as<S, Eigen::bfloat16> || std::same_as<S, Eigen::half>;
+concept ShadowElement = std::same_as<S, bfloat16> || std::same_as<S, half>;
 
 /// The per-step constants the optimizer kernels run on: sgd_step_constants (SGD) or
 /// adam_step_constants (Adam, AdamW). A new optimizer reuses one of these update rules.

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <span>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <sluice/core/element.hpp>
 #include <sluice/core/error.hpp>

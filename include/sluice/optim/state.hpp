@@ -14,8 +14,9 @@
 #include <type_traits>
 #include <vector>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
+#include <sluice/core/detail/spec_formatter.hpp>
 #include <sluice/core/element.hpp>
 #include <sluice/core/error.hpp>
 #include <sluice/core/memory.hpp>
@@ -215,10 +216,10 @@ class optimizer_state {
 }  // namespace sluice
 
 template <>
-struct fmt::formatter<sluice::sparse_mode> : fmt::formatter<std::string_view> {
+struct fmt::formatter<sluice::sparse_mode> : sluice::detail::spec_formatter {
   template <class Ctx>
   auto format(sluice::sparse_mode m, Ctx& ctx) const {
-    return fmt::formatter<std::string_view>::format(sluice::to_string(m), ctx);
+    return format_with_spec(sluice::to_string(m), ctx);
   }
 };
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <sluice/collective/concepts.hpp>
 #include <sluice/core/serial.hpp>
@@ -106,7 +106,8 @@ struct pipeline_tags {
 }  // namespace sluice
 
 template <>
-struct fmt::formatter<sluice::pipeline_options> : fmt::formatter<std::string_view> {
+struct fmt::formatter<sluice::pipeline_options> {
+  constexpr auto parse(fmt::format_parse_context& ctx) -> decltype(ctx.begin()) { return ctx.begin(); }
   template <class Ctx>
   auto format(sluice::pipeline_options const& o, Ctx& ctx) const {
     return fmt::format_to(ctx.out(),

@@ -9,15 +9,16 @@
 #include <string_view>
 #include <vector>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
+#include <sluice/core/detail/spec_formatter.hpp>
 #include <sluice/pipeline/concepts.hpp>
 
 template <>
-struct fmt::formatter<sluice::stage> : fmt::formatter<std::string_view> {
+struct fmt::formatter<sluice::stage> : sluice::detail::spec_formatter {
   template <class Ctx>
   auto format(sluice::stage s, Ctx& ctx) const {
-    return fmt::formatter<std::string_view>::format(sluice::to_string(s), ctx);
+    return format_with_spec(sluice::to_string(s), ctx);
   }
 };
 

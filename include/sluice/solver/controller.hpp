@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <sluice/core/error.hpp>
 #include <sluice/core/serial.hpp>

@@ -18,12 +18,13 @@
 #include <variant>
 #include <vector>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <sluice/compress/block_top_k.hpp>
 #include <sluice/compress/identity.hpp>
 #include <sluice/compress/maxmin_quantize.hpp>
 #include <sluice/compress/top_k.hpp>
+#include <sluice/core/detail/spec_formatter.hpp>
 #include <sluice/core/error.hpp>
 
 namespace sluice {
@@ -223,7 +224,7 @@ inline double flow_shop(std::span<double const> e, std::span<double const> x, st
 
 /// Prints a codec value as "top_k{.ratio = 0.01}".
 template <>
-struct fmt::formatter<sluice::codec_value> : fmt::formatter<std::string_view> {
+struct fmt::formatter<sluice::codec_value> : sluice::detail::spec_formatter {
   auto format(sluice::codec_value const& c, format_context& ctx) const {
     std::string s = std::visit(
         [](auto const& v) -> std::string {
@@ -238,6 +239,6 @@ struct fmt::formatter<sluice::codec_value> : fmt::formatter<std::string_view> {
             return fmt::format("maxmin_quantize{{.bits = {}, .bucket = {}}}", v.bits, v.bucket);
         },
         c);
-    return fmt::formatter<std::string_view>::format(s, ctx);
+    return format_with_spec(s, ctx);
   }
 };

@@ -10,8 +10,9 @@
 #include <utility>
 #include <vector>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
+#include <sluice/core/detail/spec_formatter.hpp>
 #include <sluice/core/error.hpp>
 
 namespace sluice {
@@ -110,8 +111,8 @@ concept MpiAllreduce = Transport<T> && requires(T& t, std::span<float> data) {
 }  // namespace sluice
 
 template <>
-struct fmt::formatter<sluice::deadline> : fmt::formatter<double> {
+struct fmt::formatter<sluice::deadline> : sluice::detail::spec_formatter {
   auto format(sluice::deadline const& d, format_context& ctx) const {
-    return fmt::formatter<double>::format(std::chrono::duration<double>(d.remaining()).count(), ctx);
+    return format_with_spec(std::chrono::duration<double>(d.remaining()).count(), ctx);
   }
 };

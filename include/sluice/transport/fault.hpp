@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <sluice/transport/concepts.hpp>
 #include <sluice/transport/detail/progress.hpp>

@@ -13,7 +13,7 @@
 
 #include <mpi.h>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <sluice/transport/concepts.hpp>
 #include <sluice/transport/detail/progress.hpp>

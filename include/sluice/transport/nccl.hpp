@@ -23,7 +23,7 @@
 #include <string_view>
 #include <vector>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <sluice/core/error.hpp>
 #include <sluice/transport/concepts.hpp>

@@ -10,7 +10,7 @@
 #include <span>
 #include <vector>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <sluice/collective/concepts.hpp>
 #include <sluice/compress/concepts.hpp>

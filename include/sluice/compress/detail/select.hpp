@@ -31,7 +31,7 @@ inline std::int32_t magnitude_key(T x) noexcept {
   if constexpr (std::is_same_v<T, float>) {
     return static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(x) & 0x7fffffffu);
   } else {
-    auto const b = Eigen::numext::bit_cast<std::uint16_t>(x);
+    auto const b = std::bit_cast<std::uint16_t>(x);
     return static_cast<std::int32_t>(static_cast<std::uint32_t>(b & 0x7fffu) << 16);
   }
 }

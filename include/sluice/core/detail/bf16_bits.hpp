@@ -1,5 +1,5 @@
 // bf16 bit patterns as 16-bit integers: widening, round-to-nearest-even and stochastic rounding,
-// bit-identical to Eigen::bfloat16 and from_float_stochastic but branch-free, so loops over them
+// bit-identical to sluice::bfloat16 and from_float_stochastic but branch-free, so loops over them
 // vectorize.
 #pragma once
 
@@ -13,7 +13,7 @@ inline float bf16_to_float(std::uint16_t b) noexcept {
   return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
 }
 
-/// float to bf16 with stochastic rounding, bit-identical to from_float_stochastic<Eigen::bfloat16>
+/// float to bf16 with stochastic rounding, bit-identical to from_float_stochastic<bfloat16>
 /// but branch-free so loops over it vectorize.
 inline std::uint16_t bf16_stochastic(float x, std::uint32_t random) noexcept {
   // Signed 32-bit arithmetic throughout: SSE2 compares and packs signed lanes only.
@@ -27,7 +27,7 @@ inline std::uint16_t bf16_stochastic(float x, std::uint32_t random) noexcept {
   return static_cast<std::uint16_t>(static_cast<std::int16_t>(r >> 16));
 }
 
-/// float to bf16 with round-to-nearest-even, bit-identical to Eigen::bfloat16(x), branch-free.
+/// float to bf16 with round-to-nearest-even, bit-identical to sluice::bfloat16(x), branch-free.
 inline std::uint16_t bf16_nearest(float x) noexcept {
   std::uint32_t const bits = std::bit_cast<std::uint32_t>(x);
   std::uint32_t const mag = bits & 0x7fffffffu;

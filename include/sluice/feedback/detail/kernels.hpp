@@ -60,9 +60,9 @@ std::size_t first_non_finite_of(std::span<T const> x) {
       }
     } else {
       // half: exponent 0x7c00; bfloat16: 0x7f80 (16-bit patterns).
-      constexpr std::uint16_t mask = std::is_same_v<T, Eigen::half> ? 0x7c00u : 0x7f80u;
+      constexpr std::uint16_t mask = std::is_same_v<T, half> ? 0x7c00u : 0x7f80u;
       for (std::size_t i = b; i < e; ++i) {
-        auto const u = Eigen::numext::bit_cast<std::uint16_t>(p[i]);
+        auto const u = std::bit_cast<std::uint16_t>(p[i]);
         any |= static_cast<std::uint32_t>((u & mask) == mask);
       }
     }
@@ -158,11 +158,11 @@ void for_each_sent(sparse_buffer<T> const& sp, std::size_t n, F&& f) {
   }
 }
 
-/// Runs f.template operator()<S>() with S the state's element type (float or Eigen::bfloat16).
+/// Runs f.template operator()<S>() with S the state's element type (float or bfloat16).
 template <class F>
 decltype(auto) with_state_type(element_type precision, F&& f) {
   if (precision == element_type::f32) return f.template operator()<float>();
-  return f.template operator()<Eigen::bfloat16>();
+  return f.template operator()<bfloat16>();
 }
 
 /// Grows v to n elements without shrinking capacity.

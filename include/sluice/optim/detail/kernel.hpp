@@ -11,8 +11,6 @@
 #include <span>
 #include <type_traits>
 
-#include <Eigen/Core>
-
 #include <sluice/config.hpp>
 #include <sluice/core/cache.hpp>
 #include <sluice/core/detail/bf16_bits.hpp>
@@ -100,12 +98,12 @@ struct no_shadow {};
 
 template <class Sh>
 inline void write_shadow(Sh* SLUICE_RESTRICT out, float const* SLUICE_RESTRICT p, std::size_t n) noexcept {
-  if constexpr (std::is_same_v<Sh, Eigen::bfloat16>) {
-    auto* o = reinterpret_cast<std::uint16_t*>(out);  // Eigen::bfloat16 is one uint16 (standard layout)
+  if constexpr (std::is_same_v<Sh, bfloat16>) {
+    auto* o = reinterpret_cast<std::uint16_t*>(out);  // bfloat16 is one uint16 (standard layout)
     SLUICE_OPTIM_SIMD
     for (std::size_t i = 0; i < n; ++i) o[i] = bf16_nearest(p[i]);
-  } else if constexpr (std::is_same_v<Sh, Eigen::half>) {
-    for (std::size_t i = 0; i < n; ++i) out[i] = Eigen::half(p[i]);
+  } else if constexpr (std::is_same_v<Sh, half>) {
+    for (std::size_t i = 0; i < n; ++i) out[i] = half(p[i]);
   }
 }
 

@@ -10,10 +10,10 @@
 #include <span>
 #include <type_traits>
 
-#include <fmt/format.h>
-#include <Eigen/Core>
+#include <fmt/core.h>
 
 #include <sluice/core/error.hpp>
+#include <sluice/core/float16.hpp>
 #include <sluice/core/sparse.hpp>
 #include <sluice/optim/detail/kernel.hpp>
 #include <sluice/optim/state.hpp>

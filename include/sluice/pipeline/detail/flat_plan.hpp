@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <sluice/bucket/layout.hpp>
 #include <sluice/bucket/plan.hpp>

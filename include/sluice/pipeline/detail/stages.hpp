@@ -70,7 +70,7 @@ inline double squared_norm(feedback_slice const& s, std::size_t buffers) {
   double sum = 0;
   if (buffers == 0) return sum;
   if (s.precision() == element_type::bf16) {
-    for (auto x : s.template buffer<Eigen::bfloat16>(0)) sum += double(float(x)) * double(float(x));
+    for (auto x : s.template buffer<bfloat16>(0)) sum += double(float(x)) * double(float(x));
   } else {
     for (float x : s.template buffer<float>(0)) sum += double(x) * double(x);
   }

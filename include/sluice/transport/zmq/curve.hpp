@@ -18,7 +18,7 @@
 
 #include <zmq.hpp>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <sluice/core/error.hpp>
 

@@ -20,7 +20,7 @@
 
 #include <zmq.hpp>
 
-#include <fmt/format.h>
+#include <fmt/core.h>
 
 #include <sluice/core/error.hpp>
 #include <sluice/transport/concepts.hpp>
