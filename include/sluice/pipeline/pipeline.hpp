@@ -58,8 +58,7 @@ namespace sluice {
 /// each using at most options.kernel_threads OpenMP threads for its kernels. The transport is used
 /// by the exchange thread only (after attach), so engines that want one calling thread work.
 /// Errors on a stage thread stop the pipeline and are rethrown by the trainer's next call.
-template <class C, class F, class O, class T, class Collective = by_codec>
-requires Codec<C, float> && FeedbackFor<F, C, float> && Optimizer<O> && Transport<std::remove_cvref_t<T>>
+template <class C, class F, class O, class T, class Collective = by_codec>  // checked by detail/rules.hpp
 class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
   using rules = detail::pipeline::rules<C, F, O, T, Collective>;
 
