@@ -18,27 +18,11 @@
 
 namespace sluice::serial {
 
-/// FNV-1a over bytes, finished with the splitmix64 mixer so that nearby inputs spread.
-inline std::uint64_t stable_hash(std::span<std::byte const> bytes) noexcept {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (std::byte b : bytes) {
-    h ^= static_cast<std::uint64_t>(b);
-    h *= 0x100000001b3ull;
-  }
-  h ^= h >> 30;
-  h *= 0xbf58476d1ce4e5b9ull;
-  h ^= h >> 27;
-  h *= 0x94d049bb133111ebull;
-  h ^= h >> 31;
-  return h;
-}
-
-/// Streaming form of stable_hash (the same value for the same bytes) that hashes values by their
-/// fields: a policy's identity in attach checks and checkpoints. Integers hash as 64 bits whatever
-/// their width, floating point as the bits of a double, enums as their underlying value, strings
-/// as length and characters, durations as nanoseconds; any other type through an ADL-found
-/// `hash_append(hasher&, T const&)`, which a policy declares beside its fields, so that the printed
-/// form of a policy can change without changing its identity.
+/// FNV-1a finished with the splitmix64 mixer, streaming (stable_hash below is one call of it), that hashes values by
+/// their fields: a policy's identity in attach checks and checkpoints. Integers hash as 64 bits whatever their width,
+/// floating point as the bits of a double, enums as their underlying value, strings as length and characters, durations
+/// as nanoseconds; any other type through an ADL-found `hash_append(hasher&, T const&)`, which a policy declares beside
+/// its fields, so that the printed form of a policy can change without changing its identity.
 class hasher {
  public:
   template <class... Ts>
@@ -90,6 +74,13 @@ class hasher {
   }
   std::uint64_t h_ = 0xcbf29ce484222325ull;
 };
+
+/// FNV-1a over bytes, finished with the splitmix64 mixer so that nearby inputs spread.
+inline std::uint64_t stable_hash(std::span<std::byte const> bytes) noexcept {
+  hasher h;
+  h.bytes(bytes);
+  return h.value();
+}
 
 /// A type whose identity serial::hasher can take: arithmetic, enum, string, duration, or a type
 /// with an ADL-found hash_append(hasher&, T const&).

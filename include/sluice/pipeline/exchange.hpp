@@ -64,6 +64,16 @@ struct bucket_encoder {
   feedback_workspace<C, float>& ws;
 };
 
+/// errc::non_finite at the first NaN/Inf of a gradient that travels unencoded, unless the feedback
+/// policy propagates them.
+template <class F>
+void require_finite_unless_propagated(F const& feedback, std::span<float const> grad) {
+  if (feedback.non_finite == non_finite_policy::propagate) return;
+  std::size_t const bad = first_non_finite(grad);
+  require(bad == std::size_t(-1), errc::non_finite, "gradient element {} is {}", bad,
+          bad == std::size_t(-1) ? 0.0f : grad[bad]);
+}
+
 /// The fp32 sum of the whole bucket: by_ring_allreduce (any transport) or by_mpi_allreduce
 /// (MPI_Allreduce); also every bucket that bypasses compression. Feedback and codec are unused:
 /// the gradient travels exactly, so only the non-finite check of the feedback's policy applies.
@@ -78,11 +88,7 @@ struct dense_exchange {
   template <class F, class C>
   std::size_t encode(bucket_encoder<F, C> const& enc, C const&, std::span<float const> grad, collective_context const&,
                      int) {
-    if (enc.feedback.non_finite != non_finite_policy::propagate) {
-      std::size_t const bad = first_non_finite(grad);
-      require(bad == std::size_t(-1), errc::non_finite, "gradient element {} is {}", bad,
-              bad == std::size_t(-1) ? 0.0f : grad[bad]);
-    }
+    require_finite_unless_propagated(enc.feedback, grad);
     std::copy(grad.begin(), grad.end(), staged.begin());
     return grad.size() * sizeof(float);
   }
@@ -210,11 +216,7 @@ struct hierarchical_exchange {
   template <class F>
   std::size_t encode(bucket_encoder<F, C> const& enc, C const&, std::span<float const> grad,
                      collective_context const& ctx, int) {
-    if (enc.feedback.non_finite != non_finite_policy::propagate) {
-      std::size_t const bad = first_non_finite(grad);
-      require(bad == std::size_t(-1), errc::non_finite, "gradient element {} is {}", bad,
-              bad == std::size_t(-1) ? 0.0f : grad[bad]);
-    }
+    require_finite_unless_propagated(enc.feedback, grad);
     if (rank == leader) {
       std::copy(grad.begin(), grad.end(), acc.begin());
     } else {
