@@ -46,7 +46,8 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
   if (size == 0) return 0;
   unsigned const mode = data[0] % 3;
   std::span<std::byte const> const in(reinterpret_cast<std::byte const*>(data) + 1, size - 1);
-  static sluice::controller_options const o{.switch_delay = 2, .min_dwell = 1};
+  // decide_every 1000: step(switch_delay) below applies the switch without solving again.
+  static sluice::controller_options const o{.decide_every = 1000, .switch_delay = 2, .min_dwell = 1};
   // Built (and solved) once; each input gets a fresh copy.
   static sluice::controller const agreed = [] {
     sluice::controller c(s, {}, o);
@@ -87,6 +88,7 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
       for (auto const& k : s.description().codecs) candidate = candidate || k.codec == e.to.codec;
       if (!candidate) __builtin_trap();
       (void)c.step(o.switch_delay, {});  // the switch applies without throwing
+      if (!c.current().same_config(e.to)) __builtin_trap();
     }
   } catch (sluice::error const& e) {
     if (e.code() != sluice::errc::malformed_message) __builtin_trap();
