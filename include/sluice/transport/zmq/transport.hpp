@@ -425,7 +425,10 @@ class zmq_transport {
       std::memcpy(&total, static_cast<std::byte const*>(head.data()) + 4, 8);
       std::memcpy(&offset, static_cast<std::byte const*>(head.data()) + 12, 8);
       if (opt_.max_message_bytes != 0 && total > opt_.max_message_bytes) {
-        drop(fmt::format("a message of {} bytes from rank {} (above max_message_bytes)", total, src));
+        if (offset == 0)  // said once per message; its later frames are only counted
+          drop(fmt::format("a message of {} bytes from rank {} (above max_message_bytes)", total, src));
+        else
+          dropped_.fetch_add(1);
         continue;
       }
       if (offset > total || payload.size() > total - offset || (payload.size() == 0 && total != 0)) {
