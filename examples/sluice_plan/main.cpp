@@ -33,11 +33,25 @@ double number(json const& j, char const* key, std::string const& where, double f
   require(std::isfinite(v) && v >= min, errc::invalid_argument, "{}: '{}' is {}; it must be >= {}", where, key, v, min);
   return v;
 }
-std::size_t count(json const& v, std::string const& what, std::size_t min = 1) {
-  require(v.is_number_integer() && v.get<std::int64_t>() >= static_cast<std::int64_t>(min), errc::invalid_argument,
-          "{}: {} must be an integer >= {}", what, v.dump(), min);
-  return static_cast<std::size_t>(v.get<std::int64_t>());
+// An integer field in [min, max], checked before any conversion (a value past the field's type or
+// its sane range is refused, never truncated), with a message naming the field.
+std::uint64_t integer(json const& v, std::string const& what, std::uint64_t min, std::uint64_t max) {
+  bool const fits = v.is_number_unsigned() || (v.is_number_integer() && v.get<std::int64_t>() >= 0);
+  require(fits && v.get<std::uint64_t>() >= min && v.get<std::uint64_t>() <= max, errc::invalid_argument,
+          "{}: {} must be an integer in [{}, {}]", what, v.dump(), min, max);
+  return v.get<std::uint64_t>();
 }
+std::size_t count(json const& v, std::string const& what, std::size_t min, std::uint64_t max) {
+  return static_cast<std::size_t>(integer(v, what, min, max));
+}
+// Ranges of the fields whose type or meaning is narrower than 2^40.
+constexpr std::uint64_t max_bits = 8;                   // maxmin_quantize's widest code
+constexpr std::uint64_t max_codec_bucket = 1u << 20;    // elements; the codecs check their own narrower ranges
+constexpr std::uint64_t max_bucket_cap_mib = 1u << 20;  // 1 TiB: the cap is held in memory
+constexpr std::uint64_t max_staleness = 2;              // what the solver models
+constexpr std::uint64_t max_repeat = 4096;              // copies of one model entry
+constexpr std::size_t max_tensors = 65536;              // tensors in the whole model
+constexpr std::uint64_t batch_limit = 1u << 24;         // samples per worker or per step
 json const& list(json const& j, char const* key) {
   require(j.contains(key) && j[key].is_array() && !j[key].empty(), errc::invalid_argument,
           "input: '{}' must be a non-empty array", key);
@@ -51,12 +65,13 @@ sluice::codec_value parse_codec(json const& c, std::string const& where) {
   if (name == "identity") return sluice::identity{};
   if (name == "top_k") return sluice::top_k{.ratio = number(c, "ratio", where, 0.01)};
   if (name == "block_top_k")
-    return sluice::block_top_k{.ratio = number(c, "ratio", where, 0.01),
-                               .block = c.contains("block") ? count(c["block"], where + " block") : 16};
+    return sluice::block_top_k{
+        .ratio = number(c, "ratio", where, 0.01),
+        .block = c.contains("block") ? count(c["block"], where + " block", 1, max_codec_bucket) : 16};
   if (name == "maxmin_quantize")
     return sluice::maxmin_quantize{
-        .bits = static_cast<unsigned>(c.contains("bits") ? count(c["bits"], where + " bits") : 4),
-        .bucket = c.contains("bucket") ? count(c["bucket"], where + " bucket") : 1024};
+        .bits = static_cast<unsigned>(c.contains("bits") ? integer(c["bits"], where + " bits", 1, max_bits) : 4),
+        .bucket = c.contains("bucket") ? count(c["bucket"], where + " bucket", 1, max_codec_bucket) : 1024};
   sluice::throw_error(errc::invalid_argument, "{}: unknown codec '{}' (identity, top_k, block_top_k, maxmin_quantize)",
                       where, name);
 }
@@ -74,19 +89,19 @@ sluice::problem parse_problem(json const& j) {
       for (auto const& s : w["samples"]) {
         require(s.is_array() && s.size() == 2 && s[1].is_number(), errc::invalid_argument,
                 "{}: each sample is [batch, seconds]", where);
-        cs.observe(count(s[0], where + " sample batch"), s[1].get<double>());
+        cs.observe(count(s[0], where + " sample batch", 1, batch_limit), s[1].get<double>());
       }
       d.compute = cs.fit();
     } else {
       d.compute = {number(w, "fixed_seconds", where, 0), number(w, "per_sample_seconds", where, -1, -1)};
     }
-    if (w.contains("max_batch")) d.max_batch = count(w["max_batch"], where + " max_batch");
+    if (w.contains("max_batch")) d.max_batch = count(w["max_batch"], where + " max_batch", 1, batch_limit);
     p.workers.push_back(d);
   }
   i = 0;
   for (auto const& l : list(j, "links")) {
     std::string const where = fmt::format("links[{}]", i++);
-    p.links.push_back({l.contains("group") ? count(l["group"], where + " group") : p.workers.size(),
+    p.links.push_back({l.contains("group") ? count(l["group"], where + " group", 1, 1u << 20) : p.workers.size(),
                        number(l, "mbps", where, 1000, -1) * 1e6 / 8, number(l, "latency_us", where, 50) * 1e-6});
   }
   i = 0;
@@ -95,8 +110,10 @@ sluice::problem parse_problem(json const& j) {
     require(t.contains("name") && t["name"].is_string() && t.contains("shape") && t["shape"].is_array(),
             errc::invalid_argument, "{}: needs \"name\" and \"shape\"", where);
     std::vector<std::size_t> shape;
-    for (auto const& d : t["shape"]) shape.push_back(count(d, where + " shape", 0));
-    std::size_t const repeat = t.contains("repeat") ? count(t["repeat"], where + " repeat") : 1;
+    for (auto const& d : t["shape"]) shape.push_back(count(d, where + " shape", 0, std::uint64_t{1} << 40));
+    std::size_t const repeat = t.contains("repeat") ? count(t["repeat"], where + " repeat", 1, max_repeat) : 1;
+    require(p.model.tensors().size() + repeat <= max_tensors, errc::invalid_argument,
+            "{}: repeat {} makes the model more than {} tensors", where, repeat, max_tensors);
     for (std::size_t r = 0; r < repeat; ++r)
       p.model.add(repeat == 1 ? t["name"].get<std::string>() : fmt::format("{}.{}", t["name"].get<std::string>(), r),
                   shape);
@@ -107,14 +124,17 @@ sluice::problem parse_problem(json const& j) {
     p.codecs.push_back({parse_codec(c, where), number(c, "encode_ns_per_byte", where, 0.05) * 1e-9});
   }
   p.global_batches.clear();
-  for (auto const& g : list(j, "global_batches")) p.global_batches.push_back(count(g, "global_batches"));
+  for (auto const& g : list(j, "global_batches"))
+    p.global_batches.push_back(count(g, "global_batches", 1, batch_limit));
   if (j.contains("bucket_caps_mib")) {
     p.bucket_caps.clear();
-    for (auto const& c : list(j, "bucket_caps_mib")) p.bucket_caps.push_back(count(c, "bucket_caps_mib") << 20);
+    for (auto const& c : list(j, "bucket_caps_mib"))
+      p.bucket_caps.push_back(count(c, "bucket_caps_mib", 1, max_bucket_cap_mib) << 20);
   }
   if (j.contains("staleness")) {
     p.staleness.clear();
-    for (auto const& s : list(j, "staleness")) p.staleness.push_back(static_cast<int>(count(s, "staleness", 0)));
+    for (auto const& s : list(j, "staleness"))
+      p.staleness.push_back(static_cast<int>(count(s, "staleness", 0, max_staleness)));
   }
   p.apply_seconds_per_byte = number(j, "apply_ns_per_byte", "input", 0.07) * 1e-9;
   if (j.contains("efficiency")) {
@@ -123,6 +143,8 @@ sluice::problem parse_problem(json const& j) {
     p.efficiency.reference_batch = number(e, "reference_batch", "efficiency", p.efficiency.reference_batch);
     p.efficiency.noise_scale = number(e, "noise_scale", "efficiency", p.efficiency.noise_scale);
     if (e.contains("compression_curve")) {
+      require(e["compression_curve"].is_array(), errc::invalid_argument,
+              "efficiency: compression_curve must be [[density, step multiplier], ...]");
       p.efficiency.compression_curve.clear();
       for (auto const& pt : e["compression_curve"]) {
         require(pt.is_array() && pt.size() == 2 && pt[0].is_number() && pt[1].is_number(), errc::invalid_argument,
@@ -133,7 +155,10 @@ sluice::problem parse_problem(json const& j) {
     if (e.contains("staleness")) {
       require(e["staleness"].is_array() && e["staleness"].size() == 3, errc::invalid_argument,
               "efficiency: staleness is [m0, m1, m2]");
-      for (std::size_t s = 0; s < 3; ++s) p.efficiency.staleness[s] = e["staleness"][s].get<double>();
+      for (std::size_t s = 0; s < 3; ++s) {
+        require(e["staleness"][s].is_number(), errc::invalid_argument, "efficiency: staleness[{}] must be a number", s);
+        p.efficiency.staleness[s] = e["staleness"][s].get<double>();
+      }
     }
   }
   return p;
@@ -144,14 +169,17 @@ sluice::config_request parse_fixed(json const& j) {
   if (!j.contains("fixed")) return r;
   auto const& f = j["fixed"];
   if (f.contains("codec")) r.codec = parse_codec(f["codec"], "fixed.codec");
-  if (f.contains("global_batch")) r.global_batch = count(f["global_batch"], "fixed.global_batch");
+  if (f.contains("global_batch")) r.global_batch = count(f["global_batch"], "fixed.global_batch", 1, batch_limit);
   if (f.contains("batches")) {
     std::vector<std::size_t> b;
-    for (auto const& x : f["batches"]) b.push_back(count(x, "fixed.batches"));
+    require(f["batches"].is_array(), errc::invalid_argument, "fixed.batches must be an array, one batch per worker");
+    for (auto const& x : f["batches"]) b.push_back(count(x, "fixed.batches", 1, batch_limit));
     r.batches = std::move(b);
   }
-  if (f.contains("bucket_cap_mib")) r.bucket_cap_bytes = count(f["bucket_cap_mib"], "fixed.bucket_cap_mib") << 20;
-  if (f.contains("staleness")) r.staleness = static_cast<int>(count(f["staleness"], "fixed.staleness", 0));
+  if (f.contains("bucket_cap_mib"))
+    r.bucket_cap_bytes = count(f["bucket_cap_mib"], "fixed.bucket_cap_mib", 1, max_bucket_cap_mib) << 20;
+  if (f.contains("staleness"))
+    r.staleness = static_cast<int>(count(f["staleness"], "fixed.staleness", 0, max_staleness));
   return r;
 }
 
@@ -227,7 +255,8 @@ int main(int argc, char** argv) {
   std::vector<double> mbps;
   bool as_json = false, example = false;
   app.add_option("input", input, "JSON description (workers, links, model, codecs, ...); '-' reads stdin");
-  app.add_option("--runner-ups,-n", runner_ups, "how many configurations to show after the chosen one");
+  app.add_option("--runner-ups,-n", runner_ups, "how many configurations to show after the chosen one")
+      ->check(CLI::Range(0, 1000));
   app.add_option("--mbps", mbps, "override the link levels' bandwidths, Mbit/s, one per level");
   app.add_flag("--json", as_json, "print JSON instead of text");
   app.add_flag("--example", example, "print an example input and exit");

@@ -262,3 +262,42 @@ TEST_CASE("power_sgd: gradients past 1e19 decode finite (the warm-started produc
     }
   }
 }
+
+namespace {
+
+// Encodes n elements with `c`, checks the frame decodes, then sets each padding bit of the last
+// packed byte in turn (resealed): every such frame must be refused.
+template <class C>
+void check_padding_refused(C const& c, std::size_t n, unsigned bits) {
+  CAPTURE(fmt::format("{}", c));
+  CAPTURE(n);
+  encode_context const ctx{.seed = 9, .step = 4, .tensor = 1};
+  auto const x = gaussian<float>(n, 7);
+  codec_workspace<C, float> ws{};
+  auto const msg = encode(c, x, ws, ctx);
+  std::vector<float> y(n);
+  sluice::decode(c, std::span<std::byte const>(msg), ctx, ws, std::span<float>(y));
+  wire::frame const f = wire::parse(msg);
+  REQUIRE(f.section_count == 3);
+  std::size_t const last = static_cast<std::size_t>(f.sections[2].data() - msg.data()) + f.sections[2].size() - 1;
+  unsigned const used = static_cast<unsigned>((n * bits) % 8);
+  REQUIRE(used != 0);
+  CHECK((std::to_integer<unsigned>(msg[last]) >> used) == 0);  // what the encoder writes
+  for (unsigned b = used; b < 8; ++b)
+    expect_rejected_after(c, msg, n, ctx, [&](auto& m) { m[last] |= std::byte{static_cast<unsigned char>(1u << b)}; });
+}
+
+}  // namespace
+
+TEST_CASE("bits past the last element in the last packed byte are refused (sign, qsgd, maxmin_quantize)") {
+  for (std::size_t n : {1, 5, 67, 1001}) {
+    check_padding_refused(sign{.bucket = 64}, n, 1);
+    check_padding_refused(qsgd{.levels = 1, .bucket = 64}, n, 2);  // 2-bit codes: n odd leaves padding
+  }
+  for (std::size_t n : {3, 131, 1001}) {
+    check_padding_refused(qsgd{.levels = 5, .bucket = 64}, n, 4);
+    check_padding_refused(maxmin_quantize{.bits = 4, .bucket = 128}, n, 4);
+    check_padding_refused(maxmin_quantize{.bits = 3, .bucket = 64}, n, 3);
+    check_padding_refused(maxmin_quantize{.bits = 1, .bucket = 64, .round = rounding::stochastic}, n, 1);
+  }
+}

@@ -2,7 +2,9 @@
 // damaged or mismatched checkpoints, and residuals that survive a change of bucket plan.
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -201,4 +203,43 @@ TEST_CASE("feedback checkpoints use the shared record format and refuse impossib
   CHECK(malformed(edited(60, 7)));       // a last skipped step with no skip counted
   CHECK(malformed(edited(4, 2)));        // another version
   CHECK(target == sluice::feedback_state(f, extents));
+}
+
+TEST_CASE("a NaN or infinite residual behind a valid checksum is refused") {
+  // No step leaves a non-finite value in a buffer (it is refused, skipped or reset to 0), so one
+  // in a checkpoint is damage: restored, it would reach every later gradient.
+  std::vector<std::size_t> const extents{8};
+  for (auto const precision : {sluice::element_type::f32, sluice::element_type::bf16}) {
+    CAPTURE(precision);
+    sluice::residual const f{.precision = precision};
+    sluice::feedback_state s(f, extents);
+    (void)steps(f, sluice::top_k{.ratio = 0.25}, s, 0, 2);
+    auto const good = s.save();
+    std::size_t const es = precision == sluice::element_type::f32 ? 4 : 2;
+    std::size_t const buffer_at = good.size() - 8 - 8 * es;  // the only buffer ends before the checksum
+    sluice::feedback_state target(f, extents);
+    auto const before = target.save();
+    for (float v : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                    -std::numeric_limits<float>::infinity()}) {
+      auto b = good;
+      auto const bits = std::bit_cast<std::uint32_t>(v);
+      if (es == 4)
+        std::memcpy(b.data() + buffer_at + 3 * 4, &bits, 4);
+      else {
+        auto const h = static_cast<std::uint16_t>(bits >> 16);
+        std::memcpy(b.data() + buffer_at + 3 * 2, &h, 2);
+      }
+      std::uint64_t const sum = sluice::serial::stable_hash(std::span(b).first(b.size() - 8));
+      std::memcpy(b.data() + b.size() - 8, &sum, 8);
+      try {
+        target.restore(b);
+        FAIL("a non-finite residual was restored");
+      } catch (sluice::error const& e) {
+        CHECK_MESSAGE(e.kind() == sluice::errc::malformed_message, e.what());
+      }
+    }
+    CHECK(target.save() == before);
+    target.restore(good);  // the record as saved is taken
+    CHECK(target == s);
+  }
 }

@@ -234,6 +234,59 @@ TEST_CASE("impossible optimizer states are refused even with a valid checksum") 
   expect_malformed([&] { rc.restore(bad); });
 }
 
+TEST_CASE("non-finite moments and moments before the first step are refused behind a valid checksum") {
+  // A NaN or Inf moment would reach the parameters at the next step; no step writes one, nor a
+  // moment other than 0 at step 0. Offsets: moments from byte 30, element i of moment k at
+  // 30 + (k * n + i) * element bytes.
+  float const nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  adam const o{};
+  optimizer_state<adam> s(o, 8, 1);
+  auto p = random_floats(8, 2);
+  sluice::step(o, s, p, random_floats(8, 3));
+  auto const good = s.save();
+  optimizer_state<adam> r(o, 8, 1);
+  auto const before = r;
+  for (float v : {nan, inf, -inf})
+    for (std::size_t k = 0; k < 2; ++k) {
+      CAPTURE(v);
+      CAPTURE(k);
+      auto bad = good;
+      poke(bad, 30 + (k * 8 + 5) * 4, v);
+      expect_malformed([&] { r.restore(bad); });
+    }
+  CHECK(r == before);
+  // The same record with finite edits is taken: the checks refuse only what no step writes.
+  auto fine = good;
+  poke(fine, 30 + 5 * 4, 0.25f);
+  r.restore(fine);
+  CHECK(r.moment(0, 5) == 0.25f);
+
+  // Step 0: every moment is 0.
+  optimizer_state<adam> z(o, 8, 1);
+  auto zero = z.save();
+  poke(zero, 30 + 2 * 4, 1e-3f);
+  expect_malformed([&] { r.restore(zero); });
+
+  // bf16 moments (2 bytes each) and SGD's momentum are checked the same way.
+  adam b{};
+  b.state_type = element_type::bf16;
+  optimizer_state<adam> sb(b, 8, 1);
+  auto pb = random_floats(8, 4);
+  sluice::step(b, sb, pb, random_floats(8, 5));
+  auto bad = sb.save();
+  poke(bad, 30 + 3 * 2, std::uint16_t{0x7fc0});  // bf16 NaN
+  optimizer_state<adam> rb(b, 8, 1);
+  expect_malformed([&] { rb.restore(bad); });
+  sgd const m{.lr = 0.1, .momentum = 0.9};
+  optimizer_state<sgd> sm(m, 8, 1);
+  auto pm = random_floats(8, 6);
+  sluice::step(m, sm, pm, random_floats(8, 7));
+  bad = sm.save();
+  poke(bad, 30 + 7 * 4, inf);
+  optimizer_state<sgd> rm(m, 8, 1);
+  expect_malformed([&] { rm.restore(bad); });
+}
+
 TEST_CASE("a step counter at its limit throws instead of wrapping") {
   adam const o{};
   optimizer_state<adam> s(o, 16, 2);

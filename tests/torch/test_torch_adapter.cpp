@@ -191,6 +191,33 @@ DOCTEST_TEST_CASE("an error in the hook leaves backward as that error, and hooks
   DOCTEST_CHECK(calls == 0);
 }
 
+DOCTEST_TEST_CASE("a parameter whose storage was replaced (set_) is refused at the next step, naming it") {
+  // Before the check the pipeline kept writing through the attached span into the old storage,
+  // which set_() had freed: a heap-use-after-free. Now the old storage stays alive and every
+  // step's gradient hand-over compares the parameter's data pointer with the attached span.
+  net m;
+  sluice::torch_parameters const p(m);
+  std::vector<int> calls(p.size(), 0);
+  sluice::torch_gradient_hooks hooks(p, [&](std::size_t i, std::span<float const>) { ++calls[i]; });
+  loss_of(m, 0, 0).backward();
+  DOCTEST_CHECK_NOTHROW(p.check_storage());
+  DOCTEST_CHECK_NOTHROW((void)p.gradients());
+  {
+    torch::NoGradGuard no_grad;
+    m.fc1->weight.set_(torch::zeros_like(m.fc1->weight));
+  }
+  m.zero_grad();
+  // set_() also gave fc1.weight a new gradient accumulator: its own hook no longer fires, and the
+  // others' hooks check every parameter in turn within the backward.
+  require_error([&] { loss_of(m, 0, 1).backward(); }, sluice::errc::invalid_argument, {"'fc1.weight'", "set_()"});
+  require_error([&] { (void)p.gradients(); }, sluice::errc::invalid_argument, {"'fc1.weight'"});
+  require_error([&] { p.check_storage(); }, sluice::errc::invalid_argument, {"'fc1.weight'"});
+  DOCTEST_CHECK_NOTHROW(p.check_storage(1));  // the other parameters are as attached
+  // The attached span still points at live memory (the old storage, kept): writing it is safe.
+  for (float& x : p.spans()[0]) x = 1.0f;
+  DOCTEST_CHECK(m.fc1->weight.abs().sum().item<float>() == 0.0f);  // the new storage is untouched
+}
+
 DOCTEST_TEST_CASE("2 ranks on local: hooks give bit-identical replicas, equal to step(grads) without hooks") {
   torch::set_num_threads(1);
   constexpr int ranks = 2, steps = 4;

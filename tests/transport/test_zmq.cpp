@@ -3,10 +3,13 @@
 // a client with a key not in the list is refused and logged.
 #include "support/spawn.hpp"
 
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+
+#include <poll.h>
 
 #include <sluice/transport/zmq.hpp>
 
@@ -337,4 +340,85 @@ TEST_CASE("zmq_transport: a frame above max_message_bytes is refused before it i
   CHECK(small == "small");
   CHECK(!big_arrived);
   CHECK(send_refused);
+}
+
+namespace {
+// A raw TCP client that speaks only the start of ZMTP 3.0: a greeting naming `mechanism`, then the
+// head of a command frame declaring `declared` bytes, never the bytes. Returns whether the server
+// closed the connection within 10 s (it must, at once, when `declared` is above its frame bound).
+bool declared_frame_closes(int port, char const* mechanism, std::uint64_t declared) {
+  int const fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  std::array<unsigned char, 64> greeting{};
+  greeting[0] = 0xff;
+  greeting[9] = 0x7f;
+  greeting[10] = 3;  // ZMTP 3.0
+  std::memcpy(greeting.data() + 12, mechanism, std::strlen(mechanism));
+  std::array<unsigned char, 9> head{0x06};  // a long command frame
+  for (int i = 0; i < 8; ++i)
+    head[static_cast<std::size_t>(1 + i)] = static_cast<unsigned char>(declared >> (56 - 8 * i));
+  REQUIRE(::send(fd, greeting.data(), greeting.size(), MSG_NOSIGNAL) == 64);
+  REQUIRE(::send(fd, head.data(), head.size(), MSG_NOSIGNAL) == 9);
+  bool closed = false;
+  auto const end = std::chrono::steady_clock::now() + 10s;
+  while (!closed && std::chrono::steady_clock::now() < end) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    char buf[256];
+    closed = ::recv(fd, buf, sizeof buf, 0) <= 0;  // the server's greeting, then the close
+  }
+  ::close(fd);
+  return closed;
+}
+}  // namespace
+
+TEST_CASE("zmq_transport: a peer that has not authenticated cannot make a rank set aside more than a frame") {
+  // Before the bound, a CURVE rank kept a connection that had declared a frame just under
+  // max_message_bytes (256 MiB) open and set that much memory aside before the handshake ended.
+  // Now frames are at most max_frame_bytes (here 64 KiB): a larger one closes the connection at
+  // its declaration, whatever the handshake's state, and messages above it travel as several.
+  if (!zmq_has("curve")) return;
+  auto const dir = key_dir() + "-frame";
+  make_keys(dir, 2);
+  std::vector<int> ports{test::free_port(), test::free_port()};
+  std::vector<std::string> eps{fmt::format("tcp://127.0.0.1:{}", ports[0]),
+                               fmt::format("tcp://127.0.0.1:{}", ports[1])};
+  bool closed_curve = false, closed_just_over = false, intact = false;
+  two_ranks([&](int r) {
+    zmq_transport t({.endpoints = eps,
+                     .rank = r,
+                     .curve = true,
+                     .keys = keys_for(dir, r),
+                     .max_message_bytes = std::size_t{4} << 20,
+                     .max_frame_bytes = std::size_t{64} << 10});
+    std::vector<std::byte> buf;
+    if (r == 0) {
+      closed_curve = declared_frame_closes(ports[0], "CURVE", std::uint64_t{8} << 20);
+      closed_just_over = declared_frame_closes(ports[0], "CURVE", (std::uint64_t{64} << 10) + 65);
+      // After the handshake: a 3 MiB message (48 frames, sent without a copy) and a 100 KB one
+      // (copied) arrive whole and in order.
+      auto m = t.recv(1, message_tag{3}, buf, deadline::after(20s));
+      bool ok = m.size() == (std::size_t{3} << 20) + 5;
+      for (std::size_t i = 0; ok && i < m.size(); i += 4099)
+        ok = m[i] == std::byte(static_cast<unsigned char>(i % 251));
+      m = t.recv(1, message_tag{3}, buf, deadline::after(20s));
+      intact = ok && m.size() == 100'000 && m[99'999] == std::byte{9};
+    } else {
+      std::vector<std::byte> big((std::size_t{3} << 20) + 5);
+      for (std::size_t i = 0; i < big.size(); ++i) big[i] = std::byte(static_cast<unsigned char>(i % 251));
+      auto req = t.send(0, message_tag{3}, big);
+      std::vector<std::byte> small(100'000, std::byte{9});
+      t.send(0, message_tag{3}, small);
+      req.wait(deadline::after(20s));
+    }
+    t.barrier(deadline::after(20s));
+  });
+  CHECK(closed_curve);
+  CHECK(closed_just_over);  // the frame bound plus CURVE's 64 bytes, and not a byte more
+  CHECK(intact);
+  std::filesystem::remove_all(dir);
 }

@@ -165,6 +165,7 @@ struct maxmin_quantize {
     require(f.sections[2].size() == compress_detail::packed_bytes(n, bits), errc::malformed_message,
             "maxmin_quantize: level section has {} bytes, expected {}", f.sections[2].size(),
             compress_detail::packed_bytes(n, bits));
+    compress_detail::check_padding_bits(f.sections[2], n, bits, "maxmin_quantize");
     std::byte const* const ranges = f.sections[1].data();
     std::byte const* const packed = f.sections[2].data();
     float const top = static_cast<float>((1u << bits) - 1u);

@@ -138,6 +138,7 @@ struct qsgd {
     require(f.sections[1].size() == 4 * nb && f.sections[2].size() == compress_detail::packed_bytes(n, bits),
             errc::malformed_message, "qsgd: sections of {} and {} bytes, expected {} and {}", f.sections[1].size(),
             f.sections[2].size(), 4 * nb, compress_detail::packed_bytes(n, bits));
+    compress_detail::check_padding_bits(f.sections[2], n, bits, "qsgd");
     for (std::size_t b = 0; b < nb; ++b) {
       float s;
       std::memcpy(&s, f.sections[1].data() + 4 * b, 4);

@@ -106,6 +106,7 @@ struct sign {
     require(f.sections[1].size() == 4 * nb && f.sections[2].size() == compress_detail::packed_bytes(n, 1),
             errc::malformed_message, "sign: sections of {} and {} bytes, expected {} and {}", f.sections[1].size(),
             f.sections[2].size(), 4 * nb, compress_detail::packed_bytes(n, 1));
+    compress_detail::check_padding_bits(f.sections[2], n, 1, "sign");
     for (std::size_t b = 0; b < nb; ++b) {
       float s;
       std::memcpy(&s, f.sections[1].data() + 4 * b, 4);

@@ -5,6 +5,8 @@
 
 #include <array>
 #include <atomic>
+#include <bit>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -243,8 +245,9 @@ class feedback_state {
   }
 
   /// Restores save()'s bytes into a state built for the same policy kind, precision and tensors.
-  /// Validates everything first (errc::malformed_message for damaged bytes, errc::size_mismatch
-  /// naming the first tensor that differs); on error nothing changes.
+  /// Validates everything first (errc::malformed_message for damaged bytes or a value no step
+  /// writes, such as a NaN or infinite buffer element; errc::size_mismatch naming the first tensor
+  /// that differs); on error nothing changes.
   void restore(std::span<std::byte const> bytes) {
     auto r = serial::open_record(bytes, magic, 1, "feedback checkpoint");
     std::uint16_t kind = 0, zero16 = 0;
@@ -301,6 +304,27 @@ class feedback_state {
     require(rep.skipped_calls == 0 || rep.last_skipped_tensor < tensors_.size(), errc::malformed_message,
             "feedback checkpoint: last skipped tensor {} is outside the {} tensors", rep.last_skipped_tensor,
             tensors_.size());
+    // A buffer is never left non-finite (a non-finite value is refused, skipped or reset to 0
+    // where it appears), so a NaN or Inf in one is damage.
+    for (std::size_t t = 0; t < tensors_.size(); ++t)
+      for (std::size_t b = 0; b < buffers_; ++b) {
+        auto const src = payload[t * buffers_ + b];
+        std::size_t const n = src.size() / es;
+        for (std::size_t i = 0; i < n; ++i) {
+          float v;
+          if (es == 4) {
+            std::memcpy(&v, src.data() + 4 * i, 4);
+          } else {
+            std::uint16_t h;
+            std::memcpy(&h, src.data() + 2 * i, 2);
+            v = std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16);
+          }
+          require(std::isfinite(v), errc::malformed_message,
+                  "feedback checkpoint: buffer {} of tensor '{}' holds {} at element {}; no step leaves a non-finite "
+                  "value in a buffer",
+                  b, tensors_[t].name, v, i);
+        }
+      }
     // Everything checked: commit.
     for (std::size_t t = 0; t < tensors_.size(); ++t)
       for (std::size_t b = 0; b < buffers_; ++b) {

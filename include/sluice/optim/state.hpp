@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -144,7 +145,8 @@ class optimizer_state {
   /// Replaces this state with one saved by save(). Validates the whole record first and changes
   /// nothing when it is invalid: errc::malformed_message for damaged bytes (checksum), another
   /// format version, an impossible layout, size or step (a catch_up state past 2^32 - 1 steps, an
-  /// entry stepped after the state, a negative second moment).
+  /// entry stepped after the state), or a value no step writes (a NaN or infinite moment, a
+  /// negative second moment, a moment that is not 0 at step 0).
   void restore(std::span<std::byte const> in) {
     char const* const what = "optimizer_state::restore";
     auto r = serial::open_record(in, magic, version, what);
@@ -185,10 +187,20 @@ class optimizer_state {
       require(s.last_[i] <= step, errc::malformed_message,
               "{} (tensor {}): element {} was last stepped at {}, after the state's step {}", what, tensor, i,
               s.last_[i], step);
-    if (moments == 2)  // the second moment (Adam's v) is a running mean of squares
-      for (std::size_t i = 0; i < nn; ++i)
-        require(!(s.moment(1, i) < 0.0f), errc::malformed_message,
-                "{} (tensor {}): second moment of element {} is negative ({})", what, tensor, i, s.moment(1, i));
+    // Values a step never writes: a NaN or infinite moment (the step would carry it into the
+    // parameters), a negative second moment (Adam's v is a running mean of squares), and, before
+    // the first step, any moment or per-entry step that is not 0.
+    for (std::size_t k = 0; k < moments; ++k)
+      for (std::size_t i = 0; i < nn; ++i) {
+        float const v = s.moment(k, i);
+        require(std::isfinite(v), errc::malformed_message, "{} (tensor {}): moment {} of element {} is {}", what,
+                tensor, k, i, v);
+        require(k != 1 || v >= 0.0f, errc::malformed_message,
+                "{} (tensor {}): second moment of element {} is negative ({})", what, tensor, i, v);
+        require(step != 0 || v == 0.0f, errc::malformed_message,
+                "{} (tensor {}): moment {} of element {} is {} before the first step (a state at step 0 is all zero)",
+                what, tensor, k, i, v);
+      }
     *this = std::move(s);
   }
 

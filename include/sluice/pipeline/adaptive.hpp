@@ -66,7 +66,15 @@ class binding final : public step_hook<C, Tr> {
     seen_ = log.size();
   }
 
-  void before_encode(std::uint64_t step, C& codec) override { codec = std::get<C>(plan_for(step).codec); }
+  // The controller only accepts plans of the agreed candidates (all of type C, checked by
+  // adaptive_control); a plan of another type is refused here too rather than reaching std::get.
+  void before_encode(std::uint64_t step, C& codec) override {
+    plan const p = plan_for(step);
+    auto const* c = std::get_if<C>(&p.codec);
+    require(c != nullptr, errc::malformed_message,
+            "adaptive_control: the plan for step {} holds codec {}, not of this pipeline's codec type", step, p.codec);
+    codec = *c;
+  }
 
   [[nodiscard]] plan plan_for(std::uint64_t step) const {
     std::lock_guard lock(mu_);

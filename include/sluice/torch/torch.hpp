@@ -77,7 +77,7 @@ inline void check_torch_tensor(torch::Tensor const& t, std::string_view what) {
 
 /// The elements of a float32, CPU, contiguous tensor as a span over its own storage: no copy,
 /// writing through the span writes the tensor. Checked by check_torch_tensor (errors name `what`).
-/// Valid while the tensor's storage lives and is not reallocated (set_data, resize_).
+/// Valid while the tensor's storage lives and is not reallocated (set_(), set_data, resize_).
 inline std::span<float> torch_span(torch::Tensor const& t, std::string_view what = "tensor") {
   check_torch_tensor(t, what);
   return {t.data_ptr<float>(), static_cast<std::size_t>(t.numel())};
@@ -101,6 +101,7 @@ class torch_parameters {
       for (auto d : t.sizes()) shape.push_back(static_cast<std::size_t>(d));
       layout_.add(name, std::move(shape));
       names_.push_back(std::move(name));
+      storages_.push_back(t.storage());
       tensors_.push_back(std::move(t));
     }
     require(!tensors_.empty(), errc::invalid_argument,
@@ -133,10 +134,34 @@ class torch_parameters {
   /// Parameter i's elements, in place (what attach() takes: the pipeline writes updates there).
   [[nodiscard]] std::span<std::span<float> const> spans() const noexcept { return spans_; }
 
-  /// Parameter i's gradient (.grad()) in place, checked (errors name the parameter).
-  [[nodiscard]] std::span<float const> gradient(std::size_t i) const {
+  /// Throws errc::invalid_argument naming parameter i when its storage is no longer the one
+  /// spans()[i] views (replaced by set_(), set_data() or a reallocating resize_()): the pipeline
+  /// would write the step's update where the trainer no longer reads. The storage seen at
+  /// construction is kept alive, so such a write never reaches freed memory. Cheap: a pointer
+  /// and a size compared; gradient() and gradients() call it every step, torch_gradient_hooks
+  /// for every parameter within each backward.
+  void check_storage(std::size_t i) const {
     require(i < tensors_.size(), errc::invalid_argument, "sluice torch: parameter id {} outside [0, {})", i,
             tensors_.size());
+    auto const& t = tensors_[i];
+    bool const same = t.defined() && t.data_ptr() == static_cast<void*>(spans_[i].data()) &&
+                      static_cast<std::size_t>(t.numel()) == spans_[i].size();
+    require(same, errc::invalid_argument,
+            "sluice torch: parameter #{} '{}' no longer lives in the memory attached to the pipeline (its storage was "
+            "replaced, e.g. by set_(), set_data() or resize_()); the pipeline writes its updates in place, so a "
+            "parameter's storage must stay for the run: copy new values in with p.copy_(v) under torch::NoGradGuard, "
+            "or build new torch_parameters and attach again",
+            i, names_[i]);
+  }
+  /// check_storage for every parameter.
+  void check_storage() const {
+    for (std::size_t i = 0; i < tensors_.size(); ++i) check_storage(i);
+  }
+
+  /// Parameter i's gradient (.grad()) in place, checked (errors name the parameter), after
+  /// check_storage(i).
+  [[nodiscard]] std::span<float const> gradient(std::size_t i) const {
+    check_storage(i);
     auto const g = tensors_[i].grad();
     auto const s = torch_span(g, fmt::format("gradient of parameter #{} '{}'", i, names_[i]));
     require(s.size() == spans_[i].size(), errc::size_mismatch,
@@ -162,6 +187,7 @@ class torch_parameters {
 
   std::vector<std::string> names_;
   std::vector<torch::Tensor> tensors_;
+  std::vector<c10::Storage> storages_;  // what spans_ view, kept alive whatever happens to tensors_
   sluice::layout layout_;
   std::vector<std::span<float>> spans_;
 };
@@ -177,7 +203,7 @@ class torch_gradient_hooks {
  public:
   using sink_type = std::function<void(std::size_t, std::span<float const>)>;
 
-  /// Hooks that call pipe.gradient_ready(i, grad); `pipe` must outlive them.
+  /// Hooks that call pipe.gradient_ready(i, grad); `params` and `pipe` must outlive them.
   template <class Pipeline>
   requires requires(Pipeline& p, std::size_t i, std::span<float const> g) { p.gradient_ready(i, g); }
   torch_gradient_hooks(torch_parameters const& params, Pipeline& pipe)
@@ -186,7 +212,7 @@ class torch_gradient_hooks {
 
   /// Hooks that call sink(i, grad) (e.g. to time or log the hand-over around gradient_ready).
   torch_gradient_hooks(torch_parameters const& params, sink_type sink)
-      : sink_(std::move(sink)), tensors_(params.tensors()) {
+      : sink_(std::move(sink)), params_(&params), tensors_(params.tensors()) {
     require(static_cast<bool>(sink_), errc::invalid_argument, "sluice torch: gradient hooks need a sink");
     for (std::size_t i = 0; i < tensors_.size(); ++i) names_.push_back(params.name(i));
     for (std::size_t i = 0; i < tensors_.size(); ++i) {
@@ -221,13 +247,23 @@ class torch_gradient_hooks {
     }
   };
 
+  // Checks this parameter's storage and two more in turn: a parameter whose storage was replaced
+  // by set_() also gets a new gradient accumulator, so its own hook never fires again; the turn
+  // reaches it within the same backward (at least n / 2 hooks fire) at O(1) per hook.
   void deliver(std::size_t i) {
+    params_->check_storage(i);
+    for (int k = 0; k < 2; ++k) {
+      params_->check_storage(cursor_);
+      cursor_ = (cursor_ + 1) % tensors_.size();
+    }
     auto const g = tensors_[i].grad();
     auto const s = torch_span(g, fmt::format("gradient of parameter #{} '{}'", i, names_[i]));
     sink_(i, std::span<float const>(s));
   }
 
   sink_type sink_;
+  torch_parameters const* params_;
+  std::size_t cursor_ = 0;  // the next parameter checked in turn
   std::vector<torch::Tensor> tensors_;
   std::vector<std::string> names_;
   std::vector<std::pair<std::uintptr_t, std::shared_ptr<torch::autograd::Node>>> hooks_;

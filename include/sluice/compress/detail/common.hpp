@@ -121,6 +121,20 @@ inline void check_scale(float s, std::size_t bucket, std::string_view codec, std
           "{}: {} of bucket {} is {}, which no encoder writes", codec, field, bucket, s);
 }
 
+/// Throws errc::malformed_message unless the bits past the last of `n` codes of `bits` bits in
+/// a tightly packed section (the high bits of its last byte) are zero, as every encoder leaves
+/// them: a frame that differs from the encoder's output only there would otherwise decode the same.
+inline void check_padding_bits(std::span<std::byte const> packed, std::size_t n, unsigned bits,
+                               std::string_view codec) {
+  unsigned const used = static_cast<unsigned>((n * bits) % 8);
+  if (used == 0 || packed.empty()) return;
+  auto const last = std::to_integer<unsigned>(packed.back());
+  require((last >> used) == 0, errc::malformed_message,
+          "{}: the last packed byte 0x{:02x} has bits set past element {} (only its low {} bits carry codes); "
+          "no encoder writes them",
+          codec, last, n - 1, used);
+}
+
 /// The frame's extent, checked to fit 32-bit indices (sparse decoders index with uint32_t).
 inline std::size_t checked_extent(wire::frame const& f, std::string_view codec) {
   require(f.head.extent < std::numeric_limits<std::uint32_t>::max(), errc::malformed_message,

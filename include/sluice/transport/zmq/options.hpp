@@ -39,11 +39,19 @@ struct zmq_options {
   bool curve = false;                                   ///< encrypt and authenticate with CurveZMQ
   zmq_curve_options keys{};                             ///< used when curve is true
   std::size_t zero_copy_min_bytes = 64 * 1024;          ///< larger messages are sent without a copy (see request)
-  /// The largest message a rank sends or accepts (ZMQ_MAXMSGSIZE on its ROUTER): a peer's larger
-  /// frame, even one merely declared by an unauthenticated client, drops that connection before
-  /// any memory is set aside for it; a larger send is errc::invalid_argument. Set it to the
-  /// largest message the job produces (docs/transport.md); 0: no limit.
+  /// The largest message a rank sends or accepts: an authenticated peer's larger message is
+  /// dropped (counted in dropped_messages()) when its first frame declares its size, before any
+  /// memory is set aside for it; a larger send is errc::invalid_argument. Set it to the largest
+  /// message the job produces (docs/transport.md); 0: no limit. What an unauthenticated peer can
+  /// make a rank hold is bounded by max_frame_bytes instead.
   std::size_t max_message_bytes = std::size_t{256} << 20;
+  /// Messages travel in frames of at most this many bytes (a larger message is sent as several
+  /// frames and put together by the receiver, which checks the whole against max_message_bytes
+  /// before it sets memory aside for it), and the ROUTER refuses larger frames (ZMQ_MAXMSGSIZE).
+  /// ZeroMQ sets aside the size a frame declares before the frame arrives, and a connection's
+  /// first frames are read before its CURVE handshake ends, so this bounds what a peer that has
+  /// not authenticated can make a rank hold, per connection. In [4 KiB, 64 MiB].
+  std::size_t max_frame_bytes = std::size_t{1} << 20;
   /// Messages ZeroMQ queues per incoming connection before it stops reading that socket
   /// (ZMQ_RCVHWM); the transport moves them to its own per-tag queues whenever it is called, so
   /// this bounds what a peer can park in ZeroMQ, not what a collective may have in flight.

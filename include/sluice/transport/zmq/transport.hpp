@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
@@ -15,6 +16,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -91,8 +93,12 @@ class zmq_transport {
             "zmq_transport: receive_queue_messages {} must be >= 1", opt_.receive_queue_messages);
     router_ = zmq::socket_t(ctx_, zmq::socket_type::router);
     router_.set(zmq::sockopt::rcvhwm, opt_.receive_queue_messages);
-    router_.set(zmq::sockopt::maxmsgsize,
-                opt_.max_message_bytes == 0 ? std::int64_t{-1} : static_cast<std::int64_t>(opt_.max_message_bytes));
+    require(opt_.max_frame_bytes >= (std::size_t{4} << 10) && opt_.max_frame_bytes <= (std::size_t{64} << 20),
+            errc::invalid_argument, "zmq_transport: max_frame_bytes {} is outside [4 KiB, 64 MiB]",
+            opt_.max_frame_bytes);
+    // Every frame a peer may send, CURVE's box around it included; nothing larger is set aside,
+    // whether or not the peer has completed its handshake.
+    router_.set(zmq::sockopt::maxmsgsize, static_cast<std::int64_t>(opt_.max_frame_bytes + frame_overhead));
     router_.set(zmq::sockopt::linger, 0);
     detail::set_heartbeats(router_, opt_);
     make_server(router_);
@@ -150,20 +156,42 @@ class zmq_transport {
     require(!lost_for_good(peer), errc::peer_lost, "zmq_transport: rank {} sending to rank {} (tag {}): peer lost",
             rank_, peer, t);
     auto& s = dealers_[static_cast<std::size_t>(peer)];
-    std::shared_ptr<std::atomic<bool>> done;
-    zmq::message_t body;
-    if (bytes.size() >= opt_.zero_copy_min_bytes) {
-      done = std::make_shared<std::atomic<bool>>(false);
-      auto* hint = new std::shared_ptr<std::atomic<bool>>(done);
-      // ZeroMQ only reads the bytes; the free function marks the request complete.
-      body = zmq::message_t(const_cast<std::byte*>(bytes.data()), bytes.size(), &release_send, hint);
-    } else {
-      body = zmq::message_t(bytes.data(), bytes.size());
+    // Frames of at most max_frame_bytes, each [tag, total, offset][bytes]; without a copy from
+    // zero_copy_min_bytes on: the request completes when ZeroMQ has released every frame.
+    std::size_t const total = bytes.size(), frame = opt_.max_frame_bytes;
+    std::size_t const frames = total == 0 ? 1 : (total + frame - 1) / frame;
+    std::shared_ptr<send_state> state;
+    if (total >= opt_.zero_copy_min_bytes) state = std::make_shared<send_state>(frames);
+    for (std::size_t k = 0; k < frames; ++k) {
+      std::size_t const offset = k * frame, len = std::min(frame, total - offset);
+      std::array<std::byte, frame_head_bytes> head{};
+      std::memcpy(head.data(), &t, 4);
+      std::uint64_t const tot = total, off = offset;
+      std::memcpy(head.data() + 4, &tot, 8);
+      std::memcpy(head.data() + 12, &off, 8);
+      zmq::message_t body;
+      if (state)
+        // ZeroMQ only reads the bytes; the free function counts the frame released.
+        body = zmq::message_t(const_cast<std::byte*>(bytes.data()) + offset, len, &release_send,
+                              new std::shared_ptr<send_state>(state));
+      else
+        body = zmq::message_t(bytes.data() + offset, len);
+      bool const ok =
+          s.send(zmq::const_buffer(head.data(), head.size()), zmq::send_flags::sndmore | zmq::send_flags::dontwait) &&
+          s.send(std::move(body), zmq::send_flags::dontwait);
+      if (ok) continue;
+      // Frames already queued may still be read: drop them with the connection before throwing.
+      if (state && k > 0) {
+        request r{std::shared_ptr<std::atomic<bool>>(state, &state->done), rank_, peer};
+        reset_dealer(peer);
+        (void)detail::poll_until([&] { return r.test(); },
+                                 deadline::after(std::max(opt_.linger, std::chrono::milliseconds(1'000))));
+      }
+      throw_error(errc::peer_lost, "zmq_transport: rank {} cannot queue a message for rank {} (tag {})", rank_, peer,
+                  t);
     }
-    bool const ok = s.send(zmq::const_buffer(&t, 4), zmq::send_flags::sndmore | zmq::send_flags::dontwait) &&
-                    s.send(std::move(body), zmq::send_flags::dontwait);
-    require(ok, errc::peer_lost, "zmq_transport: rank {} cannot queue a message for rank {} (tag {})", rank_, peer, t);
-    return {std::move(done), rank_, peer};
+    if (!state) return {};
+    return {std::shared_ptr<std::atomic<bool>>(state, &state->done), rank_, peer};
   }
 
   std::span<std::byte const> recv(int peer, message_tag tag, std::vector<std::byte>& buffer, deadline d) {
@@ -210,13 +238,7 @@ class zmq_transport {
     {
       std::lock_guard lock(m_);
       if (r.test()) return;
-      auto const up = static_cast<std::size_t>(r.peer_);
-      zmq_socket_monitor(dealers_[up].handle(), nullptr, 0);
-      monitors_[up].close();
-      dealers_[up].set(zmq::sockopt::linger, 0);
-      dealers_[up].close();
-      lost_since_[up] = {};
-      open_dealer(r.peer_);
+      reset_dealer(r.peer_);
     }
     // The I/O thread releases the message when it tears the old connection down.
     if (!detail::poll_until([&] { return r.test(); },
@@ -254,12 +276,79 @@ class zmq_transport {
     s.connect(endpoints_[up]);
   }
 
+  // Closes the connection to peer p, dropping every frame still queued for it, and opens a new one.
+  void reset_dealer(int p) {
+    auto const up = static_cast<std::size_t>(p);
+    zmq_socket_monitor(dealers_[up].handle(), nullptr, 0);
+    monitors_[up].close();
+    dealers_[up].set(zmq::sockopt::linger, 0);
+    dealers_[up].close();
+    lost_since_[up] = {};
+    open_dealer(p);
+  }
+
   using queue_key = std::pair<int, std::uint32_t>;
 
+  // A message sent without a copy: done once ZeroMQ has released all its frames.
+  struct send_state {
+    explicit send_state(std::size_t frames) : left(frames) {}
+    std::atomic<std::size_t> left;
+    std::atomic<bool> done{false};
+  };
   static void release_send(void*, void* hint) noexcept {
-    auto* done = static_cast<std::shared_ptr<std::atomic<bool>>*>(hint);
-    (*done)->store(true, std::memory_order_release);
-    delete done;
+    auto* state = static_cast<std::shared_ptr<send_state>*>(hint);
+    if ((*state)->left.fetch_sub(1, std::memory_order_acq_rel) == 1)
+      (*state)->done.store(true, std::memory_order_release);
+    delete state;
+  }
+
+  // A message being put together from its frames (from one rank, on one tag).
+  struct partial {
+    zmq::message_t bytes;
+    std::size_t next = 0;  // offset of the frame expected next
+  };
+  // [tag u32][total u64][offset u64]; CURVE adds at most this to a frame on the wire.
+  static constexpr std::size_t frame_head_bytes = 20, frame_overhead = 64;
+
+  // Drops a message that fails a check; says so on stderr for the first 10.
+  void drop(std::string_view what) {
+    auto const k = dropped_.fetch_add(1) + 1;
+    if (k <= 10)
+      fmt::print(stderr, "sluice zmq_transport: rank {} dropped {}{}\n", rank_, what,
+                 k == 10 ? " (further ones are only counted: dropped_messages())" : "");
+  }
+
+  // Takes one checked frame of rank src's message on tag t: queues the message when it is whole.
+  void take_frame(int src, std::uint32_t t, std::uint64_t total, std::uint64_t offset, zmq::message_t payload) {
+    queue_key const key{src, t};
+    auto it = partials_.find(key);
+    if (offset == 0) {
+      if (it != partials_.end()) {
+        partials_.erase(it);
+        drop("the unfinished part of a message (its sender started another)");
+      }
+      if (payload.size() == total) {
+        queues_[key].push_back(std::move(payload));
+        return;
+      }
+      // The whole is checked against max_message_bytes before this: an authenticated peer's.
+      partial p{zmq::message_t(static_cast<std::size_t>(total)), 0};
+      std::memcpy(p.bytes.data(), payload.data(), payload.size());
+      p.next = payload.size();
+      partials_.emplace(key, std::move(p));
+      return;
+    }
+    if (it == partials_.end() || it->second.next != offset || it->second.bytes.size() != total) {
+      if (it != partials_.end()) partials_.erase(it);
+      drop("a frame that does not continue the message it names");
+      return;
+    }
+    std::memcpy(static_cast<std::byte*>(it->second.bytes.data()) + offset, payload.data(), payload.size());
+    it->second.next += payload.size();
+    if (it->second.next == total) {
+      queues_[key].push_back(std::move(it->second.bytes));
+      partials_.erase(it);
+    }
   }
 
   void make_server(zmq::socket_t& s) {
@@ -297,20 +386,20 @@ class zmq_transport {
       if (monitors_[p]) drain_monitor(static_cast<int>(p));
   }
 
-  // A message is [routing id][tag][payload]. ZeroMQ delivers the frames of one message together,
-  // so after the first frame the rest are read whatever they hold, and a message that fails a
-  // check is drained to the end by the `more` flag of the last frame actually read: no frame of it
-  // is ever taken for the start of the next message.
+  // A frame is [routing id][tag, total, offset][payload]. ZeroMQ delivers the parts of one frame
+  // together, so after the first part the rest are read whatever they hold, and a frame that
+  // fails a check is drained to the end by the `more` flag of the last part actually read: no
+  // part of it is ever taken for the start of the next one.
   void drain_router() {
     for (;;) {
-      zmq::message_t id, tag, payload;
+      zmq::message_t id, head, payload;
       if (!router_.recv(id, zmq::recv_flags::dontwait)) return;
       bool more = id.more();
       bool ok = more && id.size() == 4;
       if (more) {
-        (void)router_.recv(tag);
-        more = tag.more();
-        ok = ok && more && tag.size() == 4;
+        (void)router_.recv(head);
+        more = head.more();
+        ok = ok && more && head.size() == frame_head_bytes;
       }
       if (more) {
         (void)router_.recv(payload);
@@ -329,13 +418,24 @@ class zmq_transport {
         ok = user && std::to_string(src) == user;
       }
       if (!ok) {
-        auto const k = dropped_.fetch_add(1) + 1;
-        if (k <= 10)
-          fmt::print(stderr, "sluice zmq_transport: rank {} dropped a malformed or unauthenticated message{}\n", rank_,
-                     k == 10 ? " (further ones are only counted: dropped_messages())" : "");
+        drop("a malformed or unauthenticated message");
         continue;
       }
-      queues_[{src, detail::load_u32(tag.data())}].push_back(std::move(payload));
+      std::uint64_t total = 0, offset = 0;
+      std::memcpy(&total, static_cast<std::byte const*>(head.data()) + 4, 8);
+      std::memcpy(&offset, static_cast<std::byte const*>(head.data()) + 12, 8);
+      if (opt_.max_message_bytes != 0 && total > opt_.max_message_bytes) {
+        if (offset == 0)  // said once per message; its later frames are only counted
+          drop(fmt::format("a message of {} bytes from rank {} (above max_message_bytes)", total, src));
+        else
+          dropped_.fetch_add(1);
+        continue;
+      }
+      if (offset > total || payload.size() > total - offset || (payload.size() == 0 && total != 0)) {
+        drop(fmt::format("a frame from rank {} outside the message it names", src));
+        continue;
+      }
+      take_frame(src, detail::load_u32(head.data()), total, offset, std::move(payload));
     }
   }
 
@@ -379,6 +479,7 @@ class zmq_transport {
   std::vector<transport_clock::time_point> lost_since_;
   std::vector<std::string> endpoints_;
   std::map<queue_key, std::deque<zmq::message_t>> queues_;
+  std::map<queue_key, partial> partials_;
   std::vector<zmq::pollitem_t> items_;
   std::uint64_t monitor_generation_ = 0;
   std::atomic<std::uint64_t> dropped_{0};

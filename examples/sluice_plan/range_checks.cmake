@@ -1,0 +1,59 @@
+# Every numeric field of sluice-plan's input is range-checked before it is converted: a value past
+# its type or its sane range must be refused (exit 1) with a message naming the field, never
+# truncated (staleness 2^32 used to run as 0, bits 2^33 + 4 as 4, a bucket cap of 2^44 + 1 MiB as
+# 1 MiB) and never left to run for minutes (repeat 10^7).
+# cmake -DPLAN=<sluice-plan> -DDIR=<scratch dir> -P range_checks.cmake
+set(base [=[{"workers": [{"fixed_seconds": 0.01, "per_sample_seconds": 0.006, "max_batch": 16},
+             {"fixed_seconds": 0.01, "per_sample_seconds": 0.006, "max_batch": 16}],
+ "links": [{"group": 2, "mbps": 100, "latency_us": 200}],
+ "model": [{"name": "w", "shape": [1000, 100], "repeat": 2}],
+ "codecs": [{"codec": "identity"}, {"codec": "maxmin_quantize", "bits": 4, "bucket": 1024},
+            {"codec": "block_top_k", "ratio": 0.01, "block": 16}],
+ "global_batches": [8, 16], "bucket_caps_mib": [4], "staleness": [0, 1],
+ "fixed": {"staleness": 1, "bucket_cap_mib": 4}}]=])
+file(MAKE_DIRECTORY ${DIR})
+set(failures 0)
+
+# check(NAME FROM TO EXPECT): replaces FROM by TO in the base input; EXPECT empty: must succeed;
+# otherwise must fail with EXPECT in its message.
+function(check name from to expect)
+  string(FIND "${base}" "${from}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "${name}: '${from}' is not in the base input")
+  endif()
+  string(REPLACE "${from}" "${to}" input "${base}")
+  file(WRITE ${DIR}/${name}.json "${input}")
+  execute_process(COMMAND ${PLAN} ${DIR}/${name}.json RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                  TIMEOUT 30)
+  if(expect STREQUAL "")
+    if(NOT rc EQUAL 0)
+      message(SEND_ERROR "${name}: exit ${rc}, expected success: ${err}")
+    endif()
+  elseif(rc EQUAL 0 OR NOT rc EQUAL 1)
+    message(SEND_ERROR "${name}: exit '${rc}', expected 1 (refused): ${out}")
+  else()
+    string(FIND "${err}" "${expect}" found)
+    if(found EQUAL -1)
+      message(SEND_ERROR "${name}: the message does not name '${expect}': ${err}")
+    endif()
+  endif()
+endfunction()
+
+check(base "\"staleness\": [0, 1]" "\"staleness\": [0, 1]" "")
+check(staleness_2p32 "\"staleness\": [0, 1]" "\"staleness\": [0, 4294967296]" "staleness: 4294967296")
+check(staleness_3 "\"staleness\": [0, 1]" "\"staleness\": [3]" "staleness: 3")
+check(fixed_staleness_2p32 "\"fixed\": {\"staleness\": 1" "\"fixed\": {\"staleness\": 4294967296" "fixed.staleness")
+check(bits_2p33_4 "\"bits\": 4" "\"bits\": 8589934596" "codecs[1] bits")
+check(bits_9 "\"bits\": 4" "\"bits\": 9" "codecs[1] bits")
+check(bucket_2p33 "\"bucket\": 1024" "\"bucket\": 8589934592" "codecs[1] bucket")
+check(block_2p40 "\"block\": 16" "\"block\": 1099511627776" "codecs[2] block")
+check(cap_2p44_1 "\"bucket_caps_mib\": [4]" "\"bucket_caps_mib\": [17592186044417]" "bucket_caps_mib")
+check(fixed_cap_2p44_1 "\"bucket_cap_mib\": 4" "\"bucket_cap_mib\": 17592186044417" "fixed.bucket_cap_mib")
+check(repeat_1e7 "\"repeat\": 2" "\"repeat\": 10000000" "model[0] repeat")
+check(repeat_negative "\"repeat\": 2" "\"repeat\": -1" "model[0] repeat")
+check(repeat_2p64_1 "\"repeat\": 2" "\"repeat\": 18446744073709551615" "model[0] repeat")
+check(max_batch_2p32 "\"max_batch\": 16}," "\"max_batch\": 4294967296}," "workers[0] max_batch")
+check(group_2p40 "\"group\": 2" "\"group\": 1099511627776" "links[0] group")
+check(global_batch_2p40 "\"global_batches\": [8, 16]" "\"global_batches\": [8, 1099511627776]" "global_batches")
+check(shape_2p41 "\"shape\": [1000, 100]" "\"shape\": [2199023255552, 100]" "model[0] shape")
+check(shape_float "\"shape\": [1000, 100]" "\"shape\": [1000.5, 100]" "model[0] shape")
