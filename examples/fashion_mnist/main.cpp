@@ -196,7 +196,13 @@ int main(int argc, char** argv) {
   app.add_option("--exchange", o.exchange,
                  "codec: the collective the codec calls for; mpi_allreduce: dense through MPI_Allreduce "
                  "(the DDP-equivalent baseline: --codec identity --feedback none --optimizer adam --transport mpi)")
-      ->check(CLI::IsMember({"codec", "mpi_allreduce"}));
+      ->check(CLI::IsMember({"codec", "mpi_allreduce", "hierarchical"}));
+  app.add_option("--group-size", o.group_size,
+                 "hierarchical: ranks per group (consecutive ranks, the first leads); 0: LOCAL_WORLD_SIZE");
+  app.add_option("--slow-rank", o.slow_rank, "this rank computes --slow-factor times slower (heterogeneous workers)");
+  app.add_option("--slow-factor", o.slow_factor, "how much slower --slow-rank computes")->check(CLI::Range(1.0, 100.0));
+  app.add_option("--batch-sizes", o.batches,
+                 "per-worker batch sizes, one per worker (heterogeneous workers: sum b_r g_r / sum b)");
   app.add_option("--feedback", o.feedback, "error feedback")->check(CLI::IsMember({"none", "residual", "ef21"}));
   app.add_option("--optimizer", o.optimizer, "optimizer")->check(CLI::IsMember({"sgd", "adam", "adamw"}));
   app.add_option("--lr", o.lr, "learning rate");

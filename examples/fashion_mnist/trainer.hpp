@@ -19,6 +19,7 @@
 #include <numeric>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <type_traits>
 #include <variant>
 #include <vector>
@@ -42,8 +43,13 @@ struct train_options {
   double ratio = 0.01;                ///< top_k, block_top_k, random_k: fraction of elements kept
   unsigned bits = 4;                  ///< maxmin_quantize: bits per element; qsgd: 2^(bits-1) - 1 levels
   std::string feedback = "residual";  ///< none, residual, ef21
-  std::string exchange = "codec";     ///< codec: the collective the codec calls for; mpi_allreduce: MPI_Allreduce
-  std::string optimizer = "adam";     ///< sgd, adam, adamw
+  std::string exchange = "codec";     ///< codec: the codec's collective; mpi_allreduce; hierarchical (by_hierarchical)
+  int group_size = 0;                 ///< hierarchical: ranks per group; 0: LOCAL_WORLD_SIZE
+  std::vector<std::size_t>
+      batches{};       ///< per-worker batch sizes (heterogeneous workers); empty: `batch` on every worker
+  int slow_rank = -1;  ///< this rank computes `slow_factor` times slower (a stand-in for a slower GPU)
+  double slow_factor = 1.0;
+  std::string optimizer = "adam";  ///< sgd, adam, adamw
   double lr = 1e-3;
   double momentum = 0.9;  ///< sgd only
   unsigned staleness = 1;
@@ -126,12 +132,19 @@ train_result train(C codec, F feedback, O optimizer, any_transport transport, da
   pipe.set_telemetry(sink);
   auto const params = net.parameters();
   pipe.attach(net.layout(), params);
+  std::size_t batch = o.batch;  // this worker's; with --batch-sizes, weighted averaging sum b_r g_r / sum b
+  if (!o.batches.empty()) {
+    sluice::require(o.batches.size() == static_cast<std::size_t>(res.workers), sluice::errc::invalid_argument,
+                    "fashion_mnist: --batch-sizes gives {} sizes for {} workers", o.batches.size(), res.workers);
+    pipe.set_batch_sizes(o.batches);
+    batch = o.batches[static_cast<std::size_t>(res.rank)];
+  }
 
   std::vector<std::size_t> mine = shard(d.train.count, res.rank, res.workers, o.seed);
-  std::size_t const steps_per_epoch = mine.size() / o.batch;
+  std::size_t const steps_per_epoch = mine.size() / batch;
   sluice::require(steps_per_epoch > 0, sluice::errc::invalid_argument,
                   "fashion_mnist: a shard of {} images holds no batch of {}; use fewer workers or a smaller --batch",
-                  mine.size(), o.batch);
+                  mine.size(), batch);
   std::size_t const eval_every = o.eval_every > 0 ? o.eval_every : steps_per_epoch;
 
   auto const start = clock::now();
@@ -144,8 +157,10 @@ train_result train(C codec, F feedback, O optimizer, any_transport transport, da
     std::uint64_t const key = mix(o.seed ^ mix(static_cast<std::uint64_t>(res.rank) << 32 | epoch));
     for (std::size_t i = mine.size(); i > 1; --i) std::swap(mine[i - 1], mine[mix(key + i) % i]);
     for (std::size_t s = 0; s < steps_per_epoch && !done; ++s) {
-      auto const batch = std::span<std::size_t const>(mine).subspan(s * o.batch, o.batch);
-      loss_sum += net.train_batch(d.train, batch);
+      auto const c0 = clock::now();
+      loss_sum += net.train_batch(d.train, std::span<std::size_t const>(mine).subspan(s * batch, batch));
+      if (res.rank == o.slow_rank)  // a slower GPU: the same batch takes slow_factor times as long
+        std::this_thread::sleep_for((clock::now() - c0) * (o.slow_factor - 1.0));
       ++loss_count;
       pipe.step(net.gradients());
       ++res.steps;
@@ -254,6 +269,17 @@ train_result train_codec(C codec, any_transport transport, data const& d, train_
             sluice::throw_error(sluice::errc::unsupported,
                                 "--exchange mpi_allreduce is compiled with --optimizer adam only (one more pipeline)");
         } else {
+#if FASHION_MNIST_HIERARCHICAL
+          // Two tiers (groups on a fast path, leaders on the thin link): one more pipeline, with Adam.
+          if (o.exchange == "hierarchical") {
+            if constexpr (std::is_same_v<O, sluice::adam>)
+              return train(std::move(codec), feedback, optimizer, std::move(transport), d, o,
+                           sluice::by_hierarchical{.group_size = o.group_size});
+            else
+              sluice::throw_error(sluice::errc::unsupported,
+                                  "--exchange hierarchical is compiled with --optimizer adam only (one more pipeline)");
+          }
+#endif
           return train(std::move(codec), feedback, optimizer, std::move(transport), d, o);
         }
       },
@@ -274,7 +300,7 @@ train_result train_sign(any_transport t, data const& d, train_options const& o);
 /// FASHION_MNIST_CODECS chooses which are built and defines FASHION_MNIST_CODEC_<name> for each).
 inline train_result train_any([[maybe_unused]] any_transport t, [[maybe_unused]] data const& d,
                               train_options const& o) {
-  sluice::require(o.exchange == "codec" || (o.codec == "identity" && o.feedback == "none"),
+  sluice::require(o.exchange != "mpi_allreduce" || (o.codec == "identity" && o.feedback == "none"),
                   sluice::errc::invalid_argument,
                   "--exchange mpi_allreduce sums fp32 gradients: use --codec identity --feedback none");
 #if FASHION_MNIST_CODEC_identity
