@@ -3,7 +3,7 @@
 # by a veth pair to a bridge in its own namespace, every link shaped with tc tbf (up and down).
 # Everything is removed on exit, even on failure or Ctrl-C.
 #
-#   scripts/netns.sh [-n RANKS] [-r RATE] [-p PREFIX] -- COMMAND [ARGS...]
+#   scripts/netns.sh [-n RANKS] [-r RATE] [-g GROUP_SIZE] [-p PREFIX] -- COMMAND [ARGS...]
 #
 # COMMAND runs once per rank inside its namespace with RANK, WORLD_SIZE, MASTER_ADDR (rank 0's
 # address), MASTER_PORT, SLUICE_ZMQ_HOST (its own address) and SLUICE_LINK_BPS set; the script waits
@@ -12,6 +12,9 @@
 # Sourced (NETNS_SOURCE_ONLY=1), it only defines netns_up / netns_down / netns_exec / netns_rerate.
 # Knobs: NETNS_QUEUE (tbf latency, default 25ms), NETNS_CC (TCP congestion control in the rank
 # namespaces: default cubic if allowed, else reno; 'host' keeps the host's).
+# Two tiers (-g G): consecutive ranks form groups of G, each on a bridge of its own with unshaped
+# links (the fast path inside a cluster); each group bridge joins a core bridge through one link
+# shaped to RATE both ways (the thin link between clusters). LOCAL_RANK, LOCAL_WORLD_SIZE are set.
 set -euo pipefail
 
 NETNS_RANKS=${NETNS_RANKS:-4}
@@ -47,12 +50,25 @@ netns_down() {
 }
 
 netns_up() {
-  local p=$NETNS_PREFIX n=$NETNS_RANKS rate=$NETNS_RATE
+  local p=$NETNS_PREFIX n=$NETNS_RANKS rate=$NETNS_RATE g=${NETNS_GROUP_SIZE:-0}
   local burst; burst=$(tbf_burst "$rate")
   ip netns add "${p}br"
   ip -n "${p}br" link set lo up
   ip -n "${p}br" link add br0 type bridge
   ip -n "${p}br" link set br0 up
+  if (( g > 0 )); then  # br0 is the core; group k's bridge gk joins it through the shaped uplink uk
+    for (( k = 0; k * g < n; k++ )); do
+      ip -n "${p}br" link add "g$k" type bridge
+      ip -n "${p}br" link set "g$k" up
+      ip -n "${p}br" link add "u${k}a" type veth peer name "u${k}b"
+      ip -n "${p}br" link set "u${k}a" master "g$k"
+      ip -n "${p}br" link set "u${k}b" master br0
+      ip -n "${p}br" link set "u${k}a" up
+      ip -n "${p}br" link set "u${k}b" up
+      ip netns exec "${p}br" tc qdisc add dev "u${k}a" root tbf rate "$rate" burst "$burst" latency "${NETNS_QUEUE:-25ms}"
+      ip netns exec "${p}br" tc qdisc add dev "u${k}b" root tbf rate "$rate" burst "$burst" latency "${NETNS_QUEUE:-25ms}"
+    done
+  fi
   for (( r = 0; r < n; r++ )); do
     local ns="${p}r${r}" a="${p}r${r}a" b="${p}r${r}b"
     ip netns add "$ns"
@@ -75,6 +91,11 @@ netns_up() {
     ip link set "$b" netns "${p}br"
     ip -n "$ns" addr add "$(netns_addr "$r")/24" dev "$a"
     ip -n "$ns" link set "$a" up
+    if (( g > 0 )); then  # inside a group: unshaped
+      ip -n "${p}br" link set "$b" master "g$(( r / g ))"
+      ip -n "${p}br" link set "$b" up
+      continue
+    fi
     ip -n "${p}br" link set "$b" master br0
     ip -n "${p}br" link set "$b" up
     # Upload (rank -> bridge) and download (bridge -> rank) both shaped.
@@ -97,16 +118,19 @@ netns_rerate() {
 # netns_exec RANK COMMAND...: runs COMMAND in rank RANK's namespace with the rendezvous variables.
 netns_exec() {
   local r=$1; shift
-  ip netns exec "${NETNS_PREFIX}r${r}" env RANK="$r" WORLD_SIZE="$NETNS_RANKS" MASTER_ADDR="$(netns_addr 0)" \
+  local g=${NETNS_GROUP_SIZE:-0} local_env=()
+  (( g > 0 )) && local_env=(LOCAL_RANK="$(( r % g ))" LOCAL_WORLD_SIZE="$g")
+  ip netns exec "${NETNS_PREFIX}r${r}" env "${local_env[@]}" RANK="$r" WORLD_SIZE="$NETNS_RANKS" MASTER_ADDR="$(netns_addr 0)" \
     MASTER_PORT="${NETNS_MASTER_PORT:-29500}" SLUICE_ZMQ_HOST="$(netns_addr "$r")" \
     SLUICE_LINK_BPS="$(rate_bps "$NETNS_RATE")" "$@"
 }
 
 [[ "${NETNS_SOURCE_ONLY:-0}" == 1 ]] && return 0
 
-while getopts "n:r:p:" opt; do
+while getopts "n:r:p:g:" opt; do
   case $opt in
     n) NETNS_RANKS=$OPTARG ;;
+    g) NETNS_GROUP_SIZE=$OPTARG ;;
     r) NETNS_RATE=$OPTARG ;;
     p) NETNS_PREFIX=$OPTARG ;;
     *) sed -n '2,15p' "$0"; exit 2 ;;
