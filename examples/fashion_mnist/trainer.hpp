@@ -259,6 +259,20 @@ train_result train_codec(C codec, any_transport transport, data const& d, train_
           sluice::throw_error(sluice::errc::invalid_argument,
                               "--codec identity sends gradients exactly: error feedback has nothing to compensate; "
                               "use --feedback none");
+        } else if (o.exchange == "hierarchical") {
+#if FASHION_MNIST_HIERARCHICAL
+          // Two tiers (groups on a fast path, leaders on the thin link): one more pipeline, with Adam.
+          if constexpr (std::is_same_v<O, sluice::adam>)
+            return train(std::move(codec), feedback, optimizer, std::move(transport), d, o,
+                         sluice::by_hierarchical{.group_size = o.group_size});
+          else
+            sluice::throw_error(sluice::errc::unsupported,
+                                "--exchange hierarchical is compiled with --optimizer adam only (one more pipeline)");
+#else
+          sluice::throw_error(sluice::errc::unsupported,
+                              "--exchange hierarchical is not compiled into this build; reconfigure with "
+                              "-DFASHION_MNIST_HIERARCHICAL=ON");
+#endif
         } else if constexpr (std::is_same_v<C, sluice::identity>) {
           // Dense training through MPI_Allreduce, the DDP-equivalent baseline: one more pipeline, with Adam.
           if (o.exchange != "mpi_allreduce")
@@ -269,17 +283,6 @@ train_result train_codec(C codec, any_transport transport, data const& d, train_
             sluice::throw_error(sluice::errc::unsupported,
                                 "--exchange mpi_allreduce is compiled with --optimizer adam only (one more pipeline)");
         } else {
-#if FASHION_MNIST_HIERARCHICAL
-          // Two tiers (groups on a fast path, leaders on the thin link): one more pipeline, with Adam.
-          if (o.exchange == "hierarchical") {
-            if constexpr (std::is_same_v<O, sluice::adam>)
-              return train(std::move(codec), feedback, optimizer, std::move(transport), d, o,
-                           sluice::by_hierarchical{.group_size = o.group_size});
-            else
-              sluice::throw_error(sluice::errc::unsupported,
-                                  "--exchange hierarchical is compiled with --optimizer adam only (one more pipeline)");
-          }
-#endif
           return train(std::move(codec), feedback, optimizer, std::move(transport), d, o);
         }
       },
