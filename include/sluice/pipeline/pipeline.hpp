@@ -47,6 +47,7 @@
 #include <sluice/optim/state.hpp>
 #include <sluice/optim/step.hpp>
 #include <sluice/pipeline/concepts.hpp>
+#include <sluice/pipeline/staleness.hpp>
 #include <sluice/transport/concepts.hpp>
 
 #if SLUICE_HAS_OPENMP
@@ -82,6 +83,7 @@ struct pipeline_options {
   bool broadcast_parameters = true;           ///< attach() copies rank 0's parameters to every rank (as DDP does)
   bool measure_residual = false;              ///< step_report::residual_norm (one read pass over the feedback state)
   int kernel_threads = 0;  ///< OpenMP threads each stage thread's kernels may use; 0: omp_get_max_threads()
+  staleness_compensation compensation{};  ///< the trainer's parameters with staleness >= 1 (pipeline/staleness.hpp)
   friend bool operator==(pipeline_options const&, pipeline_options const&) = default;
 };
 
@@ -135,7 +137,7 @@ struct resolve_collective<C, by_codec> {
 };
 
 inline constexpr std::uint32_t magic = 0x50504c53;  // "SLPP"
-inline constexpr std::uint16_t version = 1;
+inline constexpr std::uint16_t version = 2;         // 2: the in-flight gradients of compensation_method::local_step
 
 }  // namespace detail::pipeline
 
@@ -244,6 +246,7 @@ class pipeline {
     build_buffers();
     for (std::size_t i = 0; i < user_.size(); ++i) gather(i, std::span<float const>(user_[i]), master_);
     if (options_.broadcast_parameters) broadcast_master();
+    if (compensating(compensation_method::weight_prediction)) previous_ = master_;  // staleness compensation
     epoch_ = clock::now();
     attached_ = true;
     start_threads();
@@ -379,6 +382,9 @@ class pipeline {
     put<std::uint64_t>(out, published_);
     put_floats(out, master_);
     for (auto const& u : user_) put_floats(out, std::span<float const>(u));
+    if (compensating(compensation_method::local_step))  // staleness compensation: in-flight gradients
+      for (std::uint64_t k = kept_from(); k < step_; ++k)
+        put_floats(out, std::span<float const>(grads_[static_cast<std::size_t>(k % (options_.staleness + 1))]));
     put_blob(out, fstate_->save());
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
       auto& bk = buckets_[b];
@@ -438,6 +444,13 @@ class pipeline {
       user[i].resize(user_[i].size());
       ok = get_floats(r, user[i]);
     }
+    std::vector<std::vector<float>> kept;  // staleness compensation (local_step): in-flight gradients
+    if (compensating(compensation_method::local_step))
+      for (std::uint64_t k = steps + 1 > options_.staleness ? steps + 1 - options_.staleness : 0; ok && k < steps;
+           ++k) {
+        kept.emplace_back(master_.size());
+        ok = get_floats(r, kept.back());
+      }
     std::span<std::byte const> fblob;
     ok = ok && get_blob(r, fblob);
     require(ok, errc::malformed_message, "pipeline checkpoint: truncated parameters");
@@ -488,6 +501,9 @@ class pipeline {
     *fstate_ = std::move(fs);
     step_ = steps;
     published_ = published;
+    if (compensating(compensation_method::weight_prediction)) previous_ = master_;  // staleness compensation
+    for (std::size_t j = 0; j < kept.size(); ++j)  // staleness compensation (local_step)
+      grads_[static_cast<std::size_t>((kept_from() + j) % (options_.staleness + 1))] = std::move(kept[j]);
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
       auto& bk = buckets_[b];
       bk.ostate = std::move(os[b]);
@@ -643,9 +659,9 @@ class pipeline {
 
   [[nodiscard]] std::uint64_t config_hash() const {
     std::string const s =
-        fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", codec_, feedback_, opt_, t_.size(), options_.staleness,
+        fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}|{}", codec_, feedback_, opt_, t_.size(), options_.staleness,
                     options_.bucket_bytes, options_.first_bucket_bytes, options_.bypass_below_elements,
-                    options_.bypass_max_dims, options_.seed, options_.sparse_apply);
+                    options_.bypass_max_dims, options_.seed, options_.sparse_apply, options_.compensation);
     return serial::stable_hash(std::as_bytes(std::span<char const>(s.data(), s.size())));
   }
 
@@ -699,6 +715,10 @@ class pipeline {
     master_.assign(flat, 0.0f);
     std::size_t const nbuf = options_.staleness + 1;
     grads_.assign(nbuf, std::vector<float>(flat, 0.0f));
+    // --- staleness compensation (pipeline/staleness.hpp): its buffers ---
+    if (compensating()) ahead_.assign(flat, 0.0f);
+    if (compensating(compensation_method::local_step))
+      for (auto const& bk : buckets_) ahead_state_.push_back(bk.ostate);
     reported_.assign(layout_.size(), 0);
     pending_.assign(buckets_.size(), 0);
   }
@@ -749,14 +769,55 @@ class pipeline {
           if (bk.applied < u) return false;
         return true;
       });
-      if (u == updates)
-        for (std::size_t i = 0; i < user_.size(); ++i) scatter(i, master_, user_[i]);
+      if (u == updates) {
+        std::vector<float> const& out = compensated(u);  // staleness compensation: master_ or its estimate ahead
+        for (std::size_t i = 0; i < user_.size(); ++i) scatter(i, out, user_[i]);
+      }
+      if (compensating(compensation_method::weight_prediction)) previous_ = master_;  // staleness compensation
       {
         std::lock_guard lock(m_);
         published_ = u;
       }
       cv_.notify_all();
     }
+  }
+
+  // --- staleness compensation (pipeline/staleness.hpp) -------------------------------------------
+  // The parameters handed to the trainer when the master weights hold `updates` updates and the
+  // steps updates .. step_ - 1 are still in flight (staleness of them; none after synchronize()).
+  // Runs on the trainer's thread inside publish(), while no apply can run (the apply of update
+  // `updates` waits for published_ to reach it), so master_ and every bucket's state are still.
+  [[nodiscard]] bool compensating() const noexcept {
+    return options_.staleness > 0 && options_.compensation.method != compensation_method::none;
+  }
+  [[nodiscard]] bool compensating(compensation_method m) const noexcept {
+    return compensating() && options_.compensation.method == m;
+  }
+  std::vector<float> const& compensated(std::uint64_t updates) {
+    std::uint64_t const ahead = step_ - updates;
+    if (!compensating() || ahead == 0) return master_;
+    if (options_.compensation.method == compensation_method::weight_prediction) {
+      auto const k = static_cast<float>(ahead);
+      for (std::size_t i = 0; i < master_.size(); ++i) ahead_[i] = master_[i] + k * (master_[i] - previous_[i]);
+      return ahead_;
+    }
+    ahead_ = master_;
+    std::size_t const nbuf = options_.staleness + 1;
+    for (std::size_t b = 0; b < buckets_.size(); ++b) {
+      auto const& bk = buckets_[b];
+      ahead_state_[b] = bk.ostate;
+      std::span<float> const params(ahead_.data() + bk.first, bk.elements);
+      for (std::uint64_t k = updates; k < step_; ++k)
+        sluice::step(opt_, ahead_state_[b], params,
+                     std::span<float const>(grads_[static_cast<std::size_t>(k % nbuf)]).subspan(bk.first, bk.elements));
+    }
+    return ahead_;
+  }
+  // The gradients of steps step_ - staleness + 1 .. step_ - 1, which a later publish() steps
+  // ahead with (local_step); saved in checkpoints.
+  [[nodiscard]] std::uint64_t kept_from() const noexcept {
+    auto const s = static_cast<std::uint64_t>(options_.staleness);
+    return step_ + 1 > s ? step_ + 1 - s : 0;
   }
 
   // Waits until no stage can make progress without the trainer (every handed-in step encoded and
@@ -1117,6 +1178,8 @@ class pipeline {
   std::unique_ptr<feedback_state> fstate_;
   std::vector<float> master_;
   std::vector<std::vector<float>> grads_;
+  std::vector<float> ahead_, previous_;          // staleness compensation: published estimate, w_prev
+  std::vector<optimizer_state<O>> ahead_state_;  // staleness compensation (local_step): scratch states
   std::size_t gbuf_ = 0;
   std::vector<std::uint8_t> reported_;
   std::size_t reported_count_ = 0;
@@ -1153,8 +1216,9 @@ struct fmt::formatter<sluice::pipeline_options> : fmt::formatter<std::string_vie
     return fmt::format_to(ctx.out(),
                           "pipeline_options{{.staleness = {}, .bucket_bytes = {}, .first_bucket_bytes = {}, "
                           ".bypass_below_elements = {}, .bypass_max_dims = {}, .seed = {}, .timeout = {}ms, "
-                          ".sparse_apply = {}, .broadcast_parameters = {}, .kernel_threads = {}}}",
+                          ".sparse_apply = {}, .broadcast_parameters = {}, .kernel_threads = {}, .compensation = {}}}",
                           o.staleness, o.bucket_bytes, o.first_bucket_bytes, o.bypass_below_elements, o.bypass_max_dims,
-                          o.seed, o.timeout.count(), o.sparse_apply, o.broadcast_parameters, o.kernel_threads);
+                          o.seed, o.timeout.count(), o.sparse_apply, o.broadcast_parameters, o.kernel_threads,
+                          o.compensation);
   }
 };
