@@ -63,10 +63,10 @@ void report(job const& j, train_result const& r) {
                  ? fmt::format("target {:.4f} reached after {:.1f} s", o.target_accuracy, r.time_to_target)
                  : fmt::format("target {:.4f} not reached", o.target_accuracy);
   fmt::print(
-      "summary: {}, {} workers ({}), staleness {}: test accuracy {:.4f} after {} epochs ({} steps), {:.1f} s "
+      "summary: {}, {} workers ({}), staleness {} ({}): test accuracy {:.4f} after {} epochs ({} steps), {:.1f} s "
       "({:.1f} s training), {}, sent {:.2f} MB per worker ({:.1f} % of the fp32 gradients' bytes)\n",
-      describe(j), r.workers, j.transport, o.staleness, r.accuracy, r.epochs, r.steps, r.wall_seconds, r.train_seconds,
-      target, static_cast<double>(r.sent_bytes) / 1e6,
+      describe(j), r.workers, j.transport, o.staleness, o.compensation, r.accuracy, r.epochs, r.steps, r.wall_seconds,
+      r.train_seconds, target, static_cast<double>(r.sent_bytes) / 1e6,
       r.dense_bytes > 0 ? 100.0 * static_cast<double>(r.sent_bytes) / static_cast<double>(r.dense_bytes) : 0.0);
   std::string curve;
   for (auto const& p : r.curve)
@@ -76,12 +76,13 @@ void report(job const& j, train_result const& r) {
   std::string const json = fmt::format(
       "{{\"codec\":\"{}\",\"exchange\":\"{}\",\"ratio\":{},\"bits\":{},\"feedback\":\"{}\",\"optimizer\":\"{}\","
       "\"lr\":{},\"transport\":\"{}\","
-      "\"workers\":{},\"staleness\":{},\"batch\":{},\"seed\":{},\"sizes\":[{}],\"target_accuracy\":{},"
+      "\"workers\":{},\"staleness\":{},\"compensation\":\"{}\",\"batch\":{},\"seed\":{},\"sizes\":[{}],\"target_"
+      "accuracy\":{},"
       "\"accuracy\":{:.4f},\"epochs\":{},\"steps\":{},\"wall_seconds\":{:.3f},\"train_seconds\":{:.3f},"
       "\"time_to_target\":{:.3f},\"sent_bytes\":{},\"dense_bytes\":{},\"curve\":[{}]}}\n",
-      o.codec, o.exchange, o.ratio, o.bits, o.feedback, o.optimizer, o.lr, j.transport, r.workers, o.staleness, o.batch,
-      o.seed, fmt::join(o.sizes, ","), o.target_accuracy, r.accuracy, r.epochs, r.steps, r.wall_seconds,
-      r.train_seconds, r.time_to_target, r.sent_bytes, r.dense_bytes, curve);
+      o.codec, o.exchange, o.ratio, o.bits, o.feedback, o.optimizer, o.lr, j.transport, r.workers, o.staleness,
+      o.compensation, o.batch, o.seed, fmt::join(o.sizes, ","), o.target_accuracy, r.accuracy, r.epochs, r.steps,
+      r.wall_seconds, r.train_seconds, r.time_to_target, r.sent_bytes, r.dense_bytes, curve);
   if (j.json.empty()) return;
   if (j.json == "-") {
     std::fputs(json.c_str(), stdout);
@@ -209,6 +210,9 @@ int main(int argc, char** argv) {
   app.add_option("--momentum", o.momentum, "sgd momentum");
   app.add_option("--staleness", o.staleness, "updates the parameters may lag behind (0, 1, 2)")
       ->check(CLI::Range(0u, 2u));
+  app.add_option("--compensation", o.compensation,
+                 "the trainer's parameters with staleness: local_step (the default), weight_prediction or none")
+      ->check(CLI::IsMember({"none", "weight_prediction", "local_step"}));
   app.add_option("--batch", o.batch, "images per worker and step")
       ->check(CLI::Range(std::size_t{1}, std::size_t{60000}));
   app.add_option("--epochs", o.epochs, "epochs at most")->check(CLI::Range(1u, 1000u));

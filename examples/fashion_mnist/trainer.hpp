@@ -53,7 +53,8 @@ struct train_options {
   double lr = 1e-3;
   double momentum = 0.9;  ///< sgd only
   unsigned staleness = 1;
-  std::size_t batch = 64;  ///< per worker
+  std::string compensation = "local_step";  ///< none, weight_prediction, local_step (sluice::compensation_method)
+  std::size_t batch = 64;                   ///< per worker
   unsigned epochs = 5;
   double target_accuracy = 0;  ///< stop at the first evaluation reaching it; 0: train every epoch
   std::uint64_t seed = 1;
@@ -112,6 +113,13 @@ inline std::vector<std::size_t> shard(std::size_t count, int rank, int workers, 
   return {first, first + static_cast<std::ptrdiff_t>(per)};
 }
 
+/// The compensation_method named on the command line.
+inline sluice::compensation_method compensation_of(std::string_view name) {
+  if (name == "none") return sluice::compensation_method::none;
+  if (name == "weight_prediction") return sluice::compensation_method::weight_prediction;
+  return sluice::compensation_method::local_step;
+}
+
 /// Trains one worker to the end (all epochs, or the target accuracy) through a pipeline of the
 /// given policies; call it on every worker with the same options.
 template <class C, class F, class O, class Collective = sluice::by_codec>
@@ -127,7 +135,10 @@ train_result train(C codec, F feedback, O optimizer, any_transport transport, da
                         std::move(feedback),
                         std::move(optimizer),
                         std::move(transport),
-                        sluice::pipeline_options{.staleness = o.staleness, .seed = o.seed, .kernel_threads = 1},
+                        sluice::pipeline_options{.staleness = o.staleness,
+                                                 .seed = o.seed,
+                                                 .kernel_threads = 1,
+                                                 .compensation = {.method = compensation_of(o.compensation)}},
                         collective};
   pipe.set_telemetry(sink);
   auto const params = net.parameters();

@@ -27,12 +27,16 @@ inline layout model() {
   l.add("fc3.bias", {10});
   return l;
 }
-inline pipeline_options small_buckets(unsigned staleness = 0) {
+// Without staleness compensation unless asked: the tests that compare with the hand composition
+// check the delayed-update definition itself.
+inline pipeline_options small_buckets(unsigned staleness = 0,
+                                      compensation_method compensation = compensation_method::none) {
   return {.staleness = staleness,
           .bucket_bytes = 12 << 10,
           .first_bucket_bytes = 4 << 10,
           .seed = seed,
-          .timeout = std::chrono::milliseconds(20'000)};
+          .timeout = std::chrono::milliseconds(20'000),
+          .compensation = {.method = compensation}};
 }
 
 struct model_params {

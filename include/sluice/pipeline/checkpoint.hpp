@@ -26,6 +26,12 @@ inline constexpr std::uint16_t checkpoint_version = 2;
 /// Steps a pipeline runs at most: frames and random streams carry the step in 32 bits.
 inline constexpr std::uint64_t max_steps = (std::uint64_t{1} << 32) - 1;
 
+/// A new step may begin after `steps` steps: below max_steps, what a checkpoint may hold.
+inline void check_step_room(std::uint64_t steps) {
+  require(steps < max_steps, errc::invalid_argument,
+          "pipeline: step {} is past the last step a pipeline runs ({}); start a new run", steps, max_steps);
+}
+
 /// What a checkpoint must match: the attached pipeline's identity and sizes.
 struct checkpoint_shape {
   std::uint64_t config = 0;  ///< policies, options and world size (serial::hasher)
@@ -35,6 +41,15 @@ struct checkpoint_shape {
   std::vector<std::size_t> user{};  ///< elements of each tensor
   std::vector<std::size_t> bucket_elements{};
   std::vector<std::uint8_t> bucket_sparse{};  ///< 1: the bucket's pending sum is sparse
+  bool keeps_gradients = false;               ///< compensation_method::local_step: in-flight gradients saved
+
+  /// Gradients of in-flight steps a checkpoint after `steps` steps holds (local_step: steps
+  /// max(0, steps + 1 - staleness) .. steps - 1).
+  [[nodiscard]] std::size_t kept(std::uint64_t steps) const noexcept {
+    if (!keeps_gradients) return 0;
+    std::uint64_t const from = steps + 1 > staleness ? steps + 1 - staleness : 0;
+    return static_cast<std::size_t>(steps - from);
+  }
 };
 
 /// A bucket's part of a checkpoint.
@@ -51,6 +66,7 @@ struct checkpoint {
   std::uint64_t run = 0, steps = 0, published = 0;
   std::vector<float> master{};
   std::vector<std::vector<float>> user{};
+  std::vector<std::vector<float>> kept{};  ///< in-flight gradients, oldest first (local_step)
   std::span<std::byte const> feedback{};
   std::vector<checkpoint_bucket> buckets{};
 };
@@ -69,6 +85,7 @@ inline void put_blob(std::vector<std::byte>& out, std::span<std::byte const> blo
 inline std::vector<std::byte> write_checkpoint(checkpoint_shape const& shape, std::uint64_t run, std::uint64_t steps,
                                                std::uint64_t published, std::span<float const> master,
                                                std::span<std::span<float> const> user,
+                                               std::span<std::span<float const> const> kept,
                                                std::span<std::byte const> feedback,
                                                std::span<std::vector<std::byte> const> optimizer,
                                                std::span<bucket_sum const* const> pending) {
@@ -82,6 +99,7 @@ inline std::vector<std::byte> write_checkpoint(checkpoint_shape const& shape, st
   serial::put<std::uint64_t>(out, published);
   put_floats(out, master);
   for (auto const& u : user) put_floats(out, std::span<float const>(u));
+  for (auto const& g : kept) put_floats(out, g);
   put_blob(out, feedback);
   for (std::size_t b = 0; b < optimizer.size(); ++b) {
     put_blob(out, optimizer[b]);
@@ -145,6 +163,8 @@ inline checkpoint read_checkpoint(std::span<std::byte const> bytes, checkpoint_s
   ok = get_floats(r, c.master, shape.master);
   c.user.resize(shape.user.size());
   for (std::size_t i = 0; ok && i < shape.user.size(); ++i) ok = get_floats(r, c.user[i], shape.user[i]);
+  c.kept.resize(ok ? shape.kept(c.steps) : 0);
+  for (std::size_t k = 0; ok && k < c.kept.size(); ++k) ok = get_floats(r, c.kept[k], shape.master);
   ok = ok && get_blob(r, c.feedback);
   require(ok, errc::malformed_message, "pipeline checkpoint: truncated parameters");
   std::size_t const nb = shape.bucket_elements.size();

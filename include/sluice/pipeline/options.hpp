@@ -12,6 +12,7 @@
 
 #include <sluice/collective/concepts.hpp>
 #include <sluice/core/serial.hpp>
+#include <sluice/pipeline/staleness.hpp>
 #include <sluice/transport/concepts.hpp>
 
 namespace sluice {
@@ -51,12 +52,13 @@ struct pipeline_options {
   bool broadcast_parameters = true;           ///< attach() copies rank 0's parameters to every rank (as DDP does)
   bool measure_residual = false;              ///< step_report::residual_norm (one read pass over the feedback state)
   int kernel_threads = 0;  ///< OpenMP threads each stage thread's kernels may use; 0: omp_get_max_threads()
+  staleness_compensation compensation{};  ///< the trainer's parameters with staleness >= 1 (pipeline/staleness.hpp)
   friend bool operator==(pipeline_options const&, pipeline_options const&) = default;
   /// The fields that change what a pipeline computes (attach checks, checkpoints); timeout,
   /// broadcast_parameters, measure_residual and kernel_threads may differ between ranks and runs.
   friend void hash_append(serial::hasher& h, pipeline_options const& o) {
     h("pipeline_options", o.staleness, o.bucket_bytes, o.first_bucket_bytes, o.bypass_below_elements, o.bypass_max_dims,
-      o.seed, o.sparse_apply);
+      o.seed, o.sparse_apply, o.compensation);
   }
 };
 
@@ -113,8 +115,9 @@ struct fmt::formatter<sluice::pipeline_options> {
     return fmt::format_to(ctx.out(),
                           "pipeline_options{{.staleness = {}, .bucket_bytes = {}, .first_bucket_bytes = {}, "
                           ".bypass_below_elements = {}, .bypass_max_dims = {}, .seed = {}, .timeout = {}ms, "
-                          ".sparse_apply = {}, .broadcast_parameters = {}, .kernel_threads = {}}}",
+                          ".sparse_apply = {}, .broadcast_parameters = {}, .kernel_threads = {}, .compensation = {}}}",
                           o.staleness, o.bucket_bytes, o.first_bucket_bytes, o.bypass_below_elements, o.bypass_max_dims,
-                          o.seed, o.timeout.count(), o.sparse_apply, o.broadcast_parameters, o.kernel_threads);
+                          o.seed, o.timeout.count(), o.sparse_apply, o.broadcast_parameters, o.kernel_threads,
+                          o.compensation.method);
   }
 };

@@ -34,6 +34,7 @@
 #include <sluice/pipeline/concepts.hpp>
 #include <sluice/pipeline/detail/agreement.hpp>
 #include <sluice/pipeline/detail/buckets.hpp>
+#include <sluice/pipeline/detail/compensation.hpp>
 #include <sluice/pipeline/detail/flat_plan.hpp>
 #include <sluice/pipeline/detail/rules.hpp>
 #include <sluice/pipeline/detail/stages.hpp>
@@ -108,6 +109,7 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
       detail::pipeline::broadcast_parameters(t_, std::span<float>(master_), options_.timeout);
       for (std::size_t i = 0; i < user_.size(); ++i) flat_.scatter(i, master_, user_[i]);
     }
+    ahead_.published(master_);
     attached_ = true;
     stages_.start({[this] { encode_loop(); }, [this] { exchange_loop(); }, [this] { apply_loop(); }},
                   options_.kernel_threads);
@@ -134,9 +136,7 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
   /// written to the spans given to attach().
   void step() {
     check_usable("step");
-    require(reported_count_ == layout_.size(), errc::invalid_argument,
-            "pipeline: step {} ended with {} of {} gradients handed in (first missing: '{}')", step_, reported_count_,
-            layout_.size(), first_missing());
+    detail::pipeline::check_complete(layout_, reported_, reported_count_, step_);
     std::uint64_t const t = step_;
     std::fill(reported_.begin(), reported_.end(), std::uint8_t{0});
     reported_count_ = 0;
@@ -237,7 +237,9 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
       optimizer.push_back(bk.ostate.save());
       sums.push_back(pending ? &bk.sum : nullptr);
     }
-    return detail::pipeline::write_checkpoint(shape(), run_, step_, published_, master_, user_, fstate_->save(),
+    std::vector<std::span<float const>> kept;  // local_step's in-flight gradients
+    for (std::uint64_t k = ahead_.kept_from(step_); k < step_; ++k) kept.emplace_back(grads_[k % grads_.size()]);
+    return detail::pipeline::write_checkpoint(shape(), run_, step_, published_, master_, user_, kept, fstate_->save(),
                                               optimizer, sums);
   }
 
@@ -255,17 +257,17 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
     auto c = detail::pipeline::read_checkpoint(bytes, shape(), describe());
     feedback_state fs = *fstate_;
     fs.restore(c.feedback);
-    std::vector<optimizer_state<O>> os;
-    for (std::size_t b = 0; b < buckets_.size(); ++b) {
-      os.push_back(buckets_[b].ostate);
-      os.back().restore(c.buckets[b].optimizer);
-    }
-    // Commit: the stage threads wait for work the trainer has not handed in.
+    std::vector<optimizer_state<O>> os(buckets_.size());
+    for (std::size_t b = 0; b < buckets_.size(); ++b) (os[b] = buckets_[b].ostate).restore(c.buckets[b].optimizer);
+    // Commit (the stage threads wait for work the trainer has not handed in).
     master_ = std::move(c.master);
     *fstate_ = std::move(fs);
     step_ = c.steps;
     published_ = c.published;
     run_ = c.run;
+    ahead_.published(master_);
+    for (std::size_t k = 0; k < c.kept.size(); ++k)
+      grads_[(ahead_.kept_from(step_) + k) % grads_.size()] = std::move(c.kept[k]);
     std::vector<std::uint8_t> pending(buckets_.size(), 0);
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
       auto& bk = buckets_[b];
@@ -287,17 +289,11 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
  private:
   using clock = detail::pipeline::clock;
   using work = detail::pipeline::work;
-
   using bucket = detail::pipeline::bucket<C, O, Collective>;
 
   void check_usable(char const* what) {
     require(attached_, errc::invalid_argument, "pipeline: {}() before attach()", what);
     stages_.rethrow_failure();
-  }
-  [[nodiscard]] std::string first_missing() const {
-    for (std::size_t i = 0; i < reported_.size(); ++i)
-      if (!reported_[i]) return layout_[i].name;
-    return {};
   }
 
   // The policies, options and world size, by their fields (never their printed form).
@@ -309,6 +305,7 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
                                          .layout = layout_.fingerprint(),
                                          .staleness = options_.staleness,
                                          .master = master_.size()};
+    s.keeps_gradients = ahead_.is(compensation_method::local_step);
     for (auto const& u : user_) s.user.push_back(u.size());
     for (auto const& bk : buckets_) {
       s.bucket_elements.push_back(bk.elements);
@@ -326,6 +323,7 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
     fstate_ = std::make_unique<feedback_state>(feedback_, set.extents, set.names);
     master_.assign(flat_.size(), 0.0f);
     grads_.assign(options_.staleness + 1, std::vector<float>(flat_.size(), 0.0f));
+    ahead_.reset(options_.compensation, options_.staleness, flat_.size());
     reported_.assign(layout_.size(), 0);
     pending_.assign(buckets_.size(), 0);
     stages_.reset(set.dense_bytes, t_.rank(), options_.measure_residual);
@@ -334,9 +332,7 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
   // The trainer starts handing in step step_'s gradients: pick its gradient buffer, wait until the
   // encodes that read that buffer (step step_ - staleness - 1) are done.
   void begin_step() {
-    require(step_ < detail::pipeline::max_steps, errc::invalid_argument,
-            "pipeline: step {} is past the last step a pipeline runs ({}); start a new run", step_,
-            detail::pipeline::max_steps);
+    detail::pipeline::check_step_room(step_);
     std::size_t const nbuf = options_.staleness + 1;
     gbuf_ = static_cast<std::size_t>(step_ % nbuf);
     for (std::size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].chunks;
@@ -357,8 +353,11 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
     while (published_ < updates) {
       std::uint64_t const u = published_ + 1;
       stages_.wait_applied(u, step_);
-      if (u == updates)
-        for (std::size_t i = 0; i < user_.size(); ++i) flat_.scatter(i, master_, user_[i]);
+      if (u == updates) {  // the master weights, or their estimate `staleness` updates ahead
+        auto const& view = ahead_.view(opt_, master_, buckets_, grads_, u, step_);
+        for (std::size_t i = 0; i < user_.size(); ++i) flat_.scatter(i, view, user_[i]);
+      }
+      ahead_.published(master_);
       published_ = u;
       stages_.publish(u);
     }
@@ -476,6 +475,7 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
   std::uint64_t run_ = 0;
   std::vector<std::span<float>> user_;
   detail::pipeline::flat_plan flat_;
+  detail::pipeline::compensator<O> ahead_;  // staleness compensation
   std::vector<bucket> buckets_;
   std::unique_ptr<feedback_state> fstate_;
   std::vector<float> master_;

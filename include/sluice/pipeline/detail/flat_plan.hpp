@@ -47,6 +47,16 @@ inline void check_gradient(layout const& l, std::size_t tensor, std::size_t n, s
           l[tensor].name, step);
 }
 
+/// step() ends step `step`: every tensor's gradient (`reported`, `count` of them) must be in.
+inline void check_complete(layout const& l, std::span<std::uint8_t const> reported, std::size_t count,
+                           std::uint64_t step) {
+  if (count == l.size()) return;
+  std::size_t first = 0;
+  while (first < reported.size() && reported[first]) ++first;
+  throw_error(errc::invalid_argument, "pipeline: step {} ended with {} of {} gradients handed in (first missing: '{}')",
+              step, count, l.size(), first < l.size() ? l[first].name : std::string());
+}
+
 /// The flat buffers' plan.
 class flat_plan {
  public:
