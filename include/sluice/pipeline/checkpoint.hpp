@@ -23,6 +23,8 @@ namespace sluice::detail::pipeline {
 
 inline constexpr std::uint32_t checkpoint_magic = 0x50504c53;  // "SLPP"
 inline constexpr std::uint16_t checkpoint_version = 2;
+/// The largest block of a block-sparse sum (block_top_k's largest block).
+inline constexpr std::uint64_t max_block = 65536;
 /// Steps a pipeline runs at most: frames and random streams carry the step in 32 bits.
 inline constexpr std::uint64_t max_steps = (std::uint64_t{1} << 32) - 1;
 
@@ -123,7 +125,7 @@ namespace checkpoint_detail {
 inline bool get_floats(serial::reader& r, std::vector<float>& v, std::size_t n) {
   std::uint64_t stored = 0;
   std::span<std::byte const> raw;
-  if (!r.get(stored) || stored != n || !r.take(n * sizeof(float), raw)) return false;
+  if (!r.get(stored) || stored != n || n > r.left() / sizeof(float) || !r.take(n * sizeof(float), raw)) return false;
   v.resize(n);
   std::memcpy(v.data(), raw.data(), raw.size());
   return true;
@@ -182,7 +184,8 @@ inline checkpoint read_checkpoint(std::span<std::byte const> bytes, checkpoint_s
     if (!bk.pending) continue;
     if (shape.bucket_sparse[b] != 0) {
       std::uint64_t block = 0, nnz = 0;
-      require(r.get(block) && r.get(nnz) && block >= 1 && nnz <= n && (nnz == 0 || block <= n / nnz),
+      require(r.get(block) && r.get(nnz) && block >= 1 && block <= max_block &&
+                  nnz <= n / block + (n % block != 0 ? 1 : 0),  // a partial last block is padded
               errc::malformed_message, "pipeline checkpoint: bucket {}: bad pending sparse sum", b);
       bk.block = static_cast<std::size_t>(block);
       std::span<std::byte const> raw;

@@ -45,6 +45,29 @@ struct bucket_sum {
   }
 };
 
+/// The sparse form of a dense sum, the same on every rank that holds the same dense bits: every
+/// block of out.block_size() elements holding a non-zero value (a partial last block padded).
+inline void sparse_from_dense(std::span<float const> dense, sparse_buffer<float>& out) {
+  std::size_t const b = out.block_size(), n = dense.size(), blocks = n / b + (n % b != 0 ? 1 : 0);
+  auto const nonzero = [&](std::size_t j) {
+    for (std::size_t i = j * b; i < std::min(n, (j + 1) * b); ++i)
+      if (dense[i] != 0.0f) return true;
+    return false;
+  };
+  std::size_t nnz = 0;
+  for (std::size_t j = 0; j < blocks; ++j) nnz += nonzero(j) ? 1 : 0;
+  out.reset(n, b);
+  out.resize_for_overwrite(nnz);
+  auto idx = out.indices();
+  auto val = out.values();
+  for (std::size_t j = 0, k = 0; j < blocks; ++j) {
+    if (!nonzero(j)) continue;
+    idx[k] = static_cast<std::uint32_t>(j);
+    for (std::size_t i = 0; i < b; ++i) val[k * b + i] = j * b + i < n ? dense[j * b + i] : 0.0f;
+    ++k;
+  }
+}
+
 /// What an exchange strategy is told about its bucket.
 struct bucket_info {
   std::size_t id = 0;        ///< bucket id
@@ -199,6 +222,7 @@ struct hierarchical_exchange {
   std::vector<std::byte> send{}, recv{};
   std::vector<float> acc{};  // the leader's group sum
   codec_workspace<identity, float> dense{};
+  bucket_sum total{};  // the dense sum, when the bucket's sum is sparse (every rank derives it alike)
 
   void size(bucket_info const& b) {
     require(b.group_size >= 1, errc::invalid_argument, "pipeline: group size {} must be >= 1", b.group_size);
@@ -210,6 +234,7 @@ struct hierarchical_exchange {
     top_rank = leader / b.group_size;
     top.size({.id = b.id, .elements = b.elements, .world = static_cast<int>(leaders.size()), .rank = top_rank});
     acc.assign(rank == leader ? b.elements : 0, 0.0f);
+    total.size(b.elements, false, 1);
   }
 
   /// Members frame their gradient for the leader; leaders keep theirs as the first term of the sum.
@@ -229,6 +254,16 @@ struct hierarchical_exchange {
   template <Transport Tr, class F>
   std::size_t exchange(Tr& t, C const& codec, collective_context const& ctx, bucket_sum& sum,
                        bucket_encoder<F, C> const& enc) {
+    bucket_sum& dense_sum = sum.sparse ? total : sum;
+    std::size_t const sent = exchange_dense(t, codec, ctx, dense_sum, enc);
+    if (sum.sparse) sparse_from_dense(total.dense, sum.sparse_values);
+    return sent;
+  }
+
+ private:
+  template <Transport Tr, class F>
+  std::size_t exchange_dense(Tr& t, C const& codec, collective_context const& ctx, bucket_sum& sum,
+                             bucket_encoder<F, C> const& enc) {
     char const* const what = "pipeline (hierarchical)";
     deadline const d = deadline::after(ctx.timeout);
     std::size_t const n = sum.dense.size();

@@ -316,9 +316,9 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
 
   void build_buffers() {
     flat_ = detail::pipeline::flat_plan(layout_, plan_);
-    auto set =
-        detail::pipeline::make_buckets<bucket>(flat_, layout_, opt_, t_.size(), t_.rank(), group_size_, dense_exchange,
-                                               sparse_exchange && options_.sparse_apply, codec_traits<C>::block_size);
+    auto set = detail::pipeline::make_buckets<bucket>(flat_, layout_, opt_, t_.size(), t_.rank(), group_size_,
+                                                      dense_exchange, rules::sparse_result && options_.sparse_apply,
+                                                      codec_traits<C>::block_size);
     buckets_ = std::move(set.buckets);
     fstate_ = std::make_unique<feedback_state>(feedback_, set.extents, set.names);
     master_.assign(flat_.size(), 0.0f);

@@ -49,6 +49,9 @@ struct rules {
   static constexpr bool mpi_exchange = std::is_same_v<collective, by_mpi_allreduce>;
   static constexpr bool hierarchical_exchange = std::is_same_v<collective, by_hierarchical>;
   static constexpr bool dense_exchange = ring_exchange || mpi_exchange;
+  /// Compressed buckets end in a sparse sum (with pipeline_options::sparse_apply): sparse codecs
+  /// summed by the sparse allgather, or by the leaders of by_hierarchical.
+  static constexpr bool sparse_result = codec_traits<C>::is_sparse && (sparse_exchange || hierarchical_exchange);
   /// The aggregation's part of the configuration's identity.
   static constexpr std::uint32_t collective_id = ring_exchange           ? 1
                                                  : mpi_exchange          ? 2
