@@ -1,5 +1,5 @@
 // The first policy of a pipeline must be a Codec; a ratio alone is not one.
-// expected-error: the first argument is not a sluice::Codec; pass a codec value such as sluice::top_k{.ratio = 0.01}
+// expected-error: the first argument is not a sluice::Codec: pass a codec value such as sluice::top_k{.ratio = 0.01}
 #include <sluice/compress/top_k.hpp>
 #include <sluice/feedback/residual.hpp>
 #include <sluice/optim/sgd.hpp>

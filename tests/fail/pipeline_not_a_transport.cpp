@@ -1,5 +1,5 @@
 // The fourth policy of a pipeline must be a Transport (an engine endpoint, moved in).
-// expected-error: the fourth argument is not a sluice::Transport; pass an engine endpoint
+// expected-error: the fourth argument is not a sluice::Transport: pass an engine endpoint
 #include <sluice/compress/top_k.hpp>
 #include <sluice/feedback/residual.hpp>
 #include <sluice/optim/sgd.hpp>

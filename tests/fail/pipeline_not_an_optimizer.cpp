@@ -1,5 +1,5 @@
 // The third policy of a pipeline must be an Optimizer (sgd, adam, adamw or one that opts in).
-// expected-error: the third argument is not a sluice::Optimizer; pass sluice::sgd{...}
+// expected-error: the third argument is not a sluice::Optimizer: pass sluice::sgd{...}
 #include <sluice/compress/top_k.hpp>
 #include <sluice/feedback/residual.hpp>
 #include <sluice/optim/sgd.hpp>

@@ -30,17 +30,17 @@ inline constexpr bool is_momentum_correction = std::is_same_v<F, momentum_correc
 template <class C, class F, class O, class T, class Collective>
 struct rules {
   static_assert(Codec<C, float>,
-                "sluice::pipeline: the first argument is not a sluice::Codec; pass a codec value such as "
+                "sluice::pipeline: the first argument is not a sluice::Codec: pass a codec value such as "
                 "sluice::top_k{.ratio = 0.01} (a type of your own needs `using codec_concept = sluice::codec_tag;`, "
                 "max_encoded_bytes, encode and decode_into: see docs/compress.md)");
   static_assert(!Codec<C, float> || FeedbackFor<F, C, float>,
-                "sluice::pipeline: the second argument is not error feedback for this codec; pass "
+                "sluice::pipeline: the second argument is not error feedback for this codec: pass "
                 "sluice::no_feedback{}, sluice::residual{}, sluice::momentum_correction{} or sluice::ef21{}");
   static_assert(Optimizer<O>,
-                "sluice::pipeline: the third argument is not a sluice::Optimizer; pass sluice::sgd{...}, "
+                "sluice::pipeline: the third argument is not a sluice::Optimizer: pass sluice::sgd{...}, "
                 "sluice::adam{...} or sluice::adamw{...}");
   static_assert(Transport<std::remove_cvref_t<T>>,
-                "sluice::pipeline: the fourth argument is not a sluice::Transport; pass an engine endpoint "
+                "sluice::pipeline: the fourth argument is not a sluice::Transport: pass an engine endpoint "
                 "(sluice::local_transport, sluice::zmq_transport or sluice::mpi_transport)");
   using transport_type = std::remove_cvref_t<T>;
   using collective = typename resolve_collective<C, Collective>::type;
