@@ -8,7 +8,8 @@
 #
 #   scripts/bench-tiers.sh BUILD_DIR     # needs root; BUILD_DIR has examples/fashion_mnist built
 #                                        # with FASHION_MNIST_HIERARCHICAL=ON
-# Knobs: RATES ("100mbit 1gbit"), CONFIGS ("block_top_k ring_dense"), TARGET (0.88), EPOCHS (15).
+# Knobs: RATES ("100mbit 1gbit"), CONFIGS ("block_top_k ring_dense"; also block_top_k2: 2 %, maxmin4),
+# EXCHANGES ("codec hierarchical"), TARGET (0.88), EPOCHS (15).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 build=$(realpath "${1:?usage: scripts/bench-tiers.sh BUILD_DIR}")
@@ -27,6 +28,7 @@ export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 config_args() {
   case $1 in
     block_top_k) echo "--codec block_top_k --ratio 0.01 --feedback residual" ;;
+    block_top_k2) echo "--codec block_top_k --ratio 0.02 --feedback residual" ;;
     maxmin4) echo "--codec maxmin_quantize --bits 4 --feedback residual" ;;
     ring_dense) echo "--codec identity --feedback none" ;;
     *) echo "bench-tiers.sh: unknown configuration '$1'" >&2; exit 2 ;;
@@ -42,7 +44,7 @@ for rate in $RATES; do
   netns_down
   netns_up
   for c in $CONFIGS; do
-    for x in codec hierarchical; do
+    for x in ${EXCHANGES:-codec hierarchical}; do
       name="$c-$x-$rate"
       port=$((port + 1))
       pids=()
