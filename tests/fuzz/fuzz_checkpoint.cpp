@@ -10,10 +10,6 @@
 #include <span>
 #include <vector>
 
-// With clang, <fmt/core.h> alone (what the headers include) leaves fmt's vformat_to<char> to a
-// libfmt 9 symbol exported under another name; the header's definition links.
-#include <fmt/format.h>
-
 #include <sluice/compress/top_k.hpp>
 #include <sluice/feedback/residual.hpp>
 #include <sluice/optim/adam.hpp>

@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include <fmt/core.h>
+#include <fmt/format.h>  // not core.h: describe() formats policies; clang links fmt's vformat_to from it
 
 #include <sluice/bucket/layout.hpp>
 #include <sluice/bucket/plan.hpp>
