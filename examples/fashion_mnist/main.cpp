@@ -12,9 +12,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <fstream>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -126,18 +130,26 @@ int run_zmq_rank(job const& j, data const& d, sluice::zmq_options zo) {
 }
 
 // A free TCP port on loopback (the kernel picks it; a race with another program is possible).
+// A port on 127.0.0.1 nobody listens on, drawn below the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range), where no outgoing connection can take it before rank 0 binds it.
 int free_port() {
-  int const s = ::socket(AF_INET, SOCK_STREAM, 0);
-  sluice::require(s >= 0, sluice::errc::unsupported, "--spawn: socket() failed");
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  bool const ok = ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-                  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) == 0;
-  ::close(s);
-  sluice::require(ok, sluice::errc::unsupported, "--spawn: cannot find a free port on 127.0.0.1");
-  return ntohs(a.sin_port);
+  int low = 32768;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low;
+  std::mt19937 draw(std::random_device{}());
+  std::uniform_int_distribution<int> pick(10000, std::max(low, 11000) - 1);
+  for (int attempt = 0; attempt < 256; ++attempt) {
+    int const s = ::socket(AF_INET, SOCK_STREAM, 0);
+    sluice::require(s >= 0, sluice::errc::unsupported, "--spawn: socket() failed");
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int const port = pick(draw);
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    bool const ok = ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(s);
+    if (ok) return port;
+  }
+  throw sluice::error(sluice::errc::unsupported, "--spawn: cannot find a free port on 127.0.0.1");
 }
 
 // --spawn: forks one process per worker on 127.0.0.1 (before any thread exists) and waits for them.

@@ -8,11 +8,15 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <fstream>
 #include <functional>
 #include <map>
+#include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,18 +40,33 @@ struct scenario_registrar {
   scenario_registrar(char const* name, std::function<int()> f) { scenarios()[name] = std::move(f); }
 };
 
-/// A TCP port on 127.0.0.1 that was free a moment ago.
-inline int free_port() {
+/// True when `port` on 127.0.0.1 can be bound now.
+inline bool port_is_free(int port) {
   int const s = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (s < 0) return false;
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  bool const ok = ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
   ::close(s);
-  return ntohs(a.sin_port);
+  return ok;
+}
+
+/// A TCP port on 127.0.0.1 that nobody listens on, drawn below the kernel's ephemeral range
+/// (net.ipv4.ip_local_port_range): a port the kernel hands out may be taken by any outgoing
+/// connection of a test running beside this one between this probe and the rendezvous bind.
+inline int free_port() {
+  int low = 32768;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low;
+  constexpr int first = 10000;
+  if (low > first + 1000) {
+    static std::mt19937 draw(std::random_device{}() ^ static_cast<unsigned>(::getpid()));
+    std::uniform_int_distribution<int> pick(first, low - 1);
+    for (int attempt = 0; attempt < 256; ++attempt)
+      if (int const p = pick(draw); port_is_free(p)) return p;
+  }
+  throw std::runtime_error("free_port: no free TCP port below the ephemeral range " + std::to_string(low));
 }
 
 /// Runs `scenario` in `n` child processes; returns their exit codes (128 + signal when killed,
