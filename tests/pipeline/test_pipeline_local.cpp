@@ -8,6 +8,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -16,6 +20,11 @@
 
 #include "pipeline/pipeline_testing.hpp"
 #include "support/local_world.hpp"
+
+#if defined(__linux__)
+#include <sched.h>
+#include <sys/resource.h>
+#endif
 
 namespace {
 
@@ -361,9 +370,107 @@ TEST_CASE("pipeline: telemetry samples carry rank, thread and start; reports cou
   CHECK(threads[1]);
   CHECK(threads[2]);
   CHECK(threads[3]);
+  auto const seen = [&](stage which, stage_thread thread) {
+    return std::any_of(samples.begin(), samples.end(), [&](auto const& s) {
+      return s.which == which && s.thread == static_cast<std::uint32_t>(thread) && s.bytes > 0;
+    });
+  };
+  CHECK(seen(stage::read, stage_thread::encode));      // the gradient, read in place
+  CHECK(seen(stage::publish, stage_thread::trainer));  // the one pass on the trainer's thread
   CHECK(sink.reports().size() == 3);
   CHECK(fmt::format("{}", samples.front()).find("\"stage\"") != std::string::npos);
 }
+
+TEST_CASE("pipeline: the trainer's gradient memory is its own again when step() returns") {
+  // The encode thread reads each gradient in place; step() waits for those reads only. Poisoning
+  // the memory as soon as step() returns must change nothing (a late read would see NaN).
+  for (unsigned staleness : {0u, 1u, 2u}) {
+    CAPTURE(staleness);
+    std::vector<model_params> plain(world, model_params(model())), poisoned(world, model_params(model()));
+    for (bool poison : {false, true}) {
+      auto errors = test::run_local(world, [&](local_transport& ep) {
+        auto const r = static_cast<std::size_t>(ep.rank());
+        model_params p(model());
+        pipeline pipe{top_k{.ratio = 0.1}, residual{}, adam{.lr = 1e-2}, ep,
+                      small_buckets(staleness, compensation_method::local_step)};
+        auto spans = p.spans();
+        pipe.attach(model(), spans);
+        std::vector<std::vector<float>> g;
+        for (std::uint64_t s = 0; s < 5; ++s) {
+          gradients(ep.rank(), s, p, g);
+          for (std::size_t k = g.size(); k-- > 0;) pipe.gradient_ready(k, g[k]);
+          pipe.step();
+          if (poison)
+            for (auto& x : g) std::fill(x.begin(), x.end(), std::numeric_limits<float>::quiet_NaN());
+        }
+        pipe.synchronize();
+        (poison ? poisoned : plain)[r] = p;
+      });
+      test::rethrow_first(errors);
+    }
+    for (int r = 0; r < world; ++r) CHECK(poisoned[static_cast<std::size_t>(r)] == plain[static_cast<std::size_t>(r)]);
+  }
+}
+
+#if defined(__linux__)
+namespace {
+// (nice, allowed cores) of every thread of this process, read from /proc.
+std::vector<std::pair<int, std::string>> thread_scheduling() {
+  std::vector<std::pair<int, std::string>> out;
+  for (auto const& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream stat(e.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    std::istringstream rest(line.substr(line.rfind(')') + 2));  // fields 3.. after "(comm)"
+    std::string field;
+    for (int k = 3; k <= 19; ++k) rest >> field;  // field 19: nice
+    std::ifstream status(e.path() / "status");
+    std::string cpus;
+    for (std::string l; std::getline(status, l);)
+      if (l.rfind("Cpus_allowed_list:", 0) == 0) cpus = l.substr(l.find_first_not_of(" \t", 18));
+    out.emplace_back(std::stoi(field), cpus);
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("pipeline: stage threads run below the trainer and on the cores the options name") {
+  int const base = ::getpriority(PRIO_PROCESS, 0);
+  auto eps = local_transport::create(1);
+  model_params p(model());
+  pipeline_options o = small_buckets(1);
+  o.scheduling = {.nice = 7, .exchange_nice = 3, .cpus = {0}};
+  o.kernel_threads = 1;
+  {
+    pipeline pipe{top_k{.ratio = 0.1}, residual{}, sgd{.lr = 0.1}, std::move(eps[0]), o};
+    auto spans = p.spans();
+    pipe.attach(model(), spans);
+    std::vector<std::vector<float>> g;
+    gradients(0, 0, p, g);
+    pipe.step(views(g));  // the stage threads have started and set themselves up
+    pipe.synchronize();
+    int lowered = 0, exchange = 0, pinned = 0;
+    for (auto const& [nice, cpus] : thread_scheduling()) {
+      lowered += nice == std::min(base + 7, 19) ? 1 : 0;
+      exchange += nice == std::min(base + 3, 19) ? 1 : 0;
+      pinned += cpus == "0" ? 1 : 0;
+    }
+    CHECK(lowered == 2);  // encode and apply
+    CHECK(exchange == 1);
+    CHECK(pinned >= 3);  // the three stage threads (and any OpenMP threads they start)
+  }
+  auto more = local_transport::create(1);
+  pipeline_options bad = small_buckets();
+  bad.scheduling.nice = 20;
+  CHECK_THROWS_WITH_AS((pipeline{top_k{}, residual{}, sgd{.lr = 0.1}, std::move(more[0]), bad}),
+                       doctest::Contains("0 (the trainer's priority) to 19"), error);
+  auto other = local_transport::create(1);
+  bad = small_buckets();
+  bad.scheduling.cpus = {CPU_SETSIZE + 1};
+  CHECK_THROWS_WITH_AS((pipeline{top_k{}, residual{}, sgd{.lr = 0.1}, std::move(other[0]), bad}),
+                       doctest::Contains("not one this process may run on"), error);
+}
+#endif
 
 TEST_CASE("pipeline: bad input is refused with a clear error") {
   auto errors = test::run_local(1, [&](local_transport& ep) {

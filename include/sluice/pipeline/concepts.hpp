@@ -13,8 +13,11 @@ namespace sluice {
 
 /// What a telemetry sample measured. encode = error feedback + codec (one fused call), exchange =
 /// the collective including aggregation as messages arrive, apply = the optimizer step of one
-/// bucket, wait = the trainer blocked inside the pipeline (for an update or a free buffer).
-enum class stage : std::uint8_t { encode, exchange, apply, wait };
+/// bucket, wait = the trainer blocked inside the pipeline (for an update or a free buffer), read =
+/// the encode thread copying a bucket's gradient out of the trainer's memory, view = the apply
+/// thread computing a bucket's staleness-compensated parameters, publish = the trainer's thread
+/// writing the parameters to its spans (the one pass the pipeline runs there).
+enum class stage : std::uint8_t { encode, exchange, apply, wait, read, view, publish };
 
 /// Name of a stage for logs and telemetry ("encode", ...).
 constexpr std::string_view to_string(stage s) noexcept {
@@ -27,6 +30,12 @@ constexpr std::string_view to_string(stage s) noexcept {
       return "apply";
     case stage::wait:
       return "wait";
+    case stage::read:
+      return "read";
+    case stage::view:
+      return "view";
+    case stage::publish:
+      return "publish";
   }
   return "unknown";
 }
@@ -40,7 +49,7 @@ struct stage_sample {
   std::uint32_t thread = 0;  ///< 0: the trainer's thread; 1, 2, 3: the encode, exchange and apply threads
   double start = 0;          ///< seconds since the pipeline was attached (steady clock)
   double seconds = 0;        ///< wall-clock duration, >= 0
-  std::size_t bytes = 0;     ///< encode: frame bytes written; exchange: bytes sent; apply: gradient bytes read
+  std::size_t bytes = 0;  ///< encode: frame bytes written; exchange: bytes sent; apply, read, view, publish: bytes read
   friend constexpr bool operator==(stage_sample const&, stage_sample const&) = default;
 };
 

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include <fmt/core.h>
 
@@ -39,6 +40,18 @@ struct by_hierarchical {
   friend bool operator==(by_hierarchical const&, by_hierarchical const&) = default;
 };
 
+/// How the pipeline's three stage threads share the machine with the trainer's thread (Linux;
+/// elsewhere the fields are checked and otherwise ignored). By default the encode and apply
+/// threads, which run the CPU kernels, sit below the trainer (nice + 10): when the trainer needs
+/// its core it gets it, and the stages run in the time it leaves. The exchange thread mostly
+/// waits on the network and its wake-up is on the step's path: it keeps the trainer's priority.
+struct stage_scheduling {
+  int nice = 10;            ///< added to the encode and apply threads' nice value, 0 .. 19 (0: the trainer's)
+  int exchange_nice = 0;    ///< added to the exchange thread's nice value, 0 .. 19
+  std::vector<int> cpus{};  ///< cores the three stage threads may run on (sched_setaffinity); empty: any
+  friend bool operator==(stage_scheduling const&, stage_scheduling const&) = default;
+};
+
 /// Options of a pipeline. A regular value.
 struct pipeline_options {
   unsigned staleness = 0;  ///< 0, 1 or 2: the parameters step(t) leaves to the trainer hold updates 0 .. t - s
@@ -53,9 +66,11 @@ struct pipeline_options {
   bool measure_residual = false;              ///< step_report::residual_norm (one read pass over the feedback state)
   int kernel_threads = 0;  ///< OpenMP threads each stage thread's kernels may use; 0: omp_get_max_threads()
   staleness_compensation compensation{};  ///< the trainer's parameters with staleness >= 1 (pipeline/staleness.hpp)
+  stage_scheduling scheduling{};          ///< the stage threads' priority and cores
   friend bool operator==(pipeline_options const&, pipeline_options const&) = default;
   /// The fields that change what a pipeline computes (attach checks, checkpoints); timeout,
-  /// broadcast_parameters, measure_residual and kernel_threads may differ between ranks and runs.
+  /// broadcast_parameters, measure_residual, kernel_threads and scheduling may differ between
+  /// ranks and runs.
   friend void hash_append(serial::hasher& h, pipeline_options const& o) {
     h("pipeline_options", o.staleness, o.bucket_bytes, o.first_bucket_bytes, o.bypass_below_elements, o.bypass_max_dims,
       o.seed, o.sparse_apply, o.compensation);
@@ -112,12 +127,16 @@ struct fmt::formatter<sluice::pipeline_options> {
   constexpr auto parse(fmt::format_parse_context& ctx) -> decltype(ctx.begin()) { return ctx.begin(); }
   template <class Ctx>
   auto format(sluice::pipeline_options const& o, Ctx& ctx) const {
-    return fmt::format_to(ctx.out(),
-                          "pipeline_options{{.staleness = {}, .bucket_bytes = {}, .first_bucket_bytes = {}, "
-                          ".bypass_below_elements = {}, .bypass_max_dims = {}, .seed = {}, .timeout = {}ms, "
-                          ".sparse_apply = {}, .broadcast_parameters = {}, .kernel_threads = {}, .compensation = {}}}",
-                          o.staleness, o.bucket_bytes, o.first_bucket_bytes, o.bypass_below_elements, o.bypass_max_dims,
-                          o.seed, o.timeout.count(), o.sparse_apply, o.broadcast_parameters, o.kernel_threads,
-                          o.compensation.method);
+    auto out = fmt::format_to(
+        ctx.out(),
+        "pipeline_options{{.staleness = {}, .bucket_bytes = {}, .first_bucket_bytes = {}, .bypass_below_elements = {}, "
+        ".bypass_max_dims = {}, .seed = {}, .timeout = {}ms, .sparse_apply = {}, .broadcast_parameters = {}, "
+        ".kernel_threads = {}, .compensation = {}, .scheduling = {{.nice = {}, .exchange_nice = {}, .cpus = [",
+        o.staleness, o.bucket_bytes, o.first_bucket_bytes, o.bypass_below_elements, o.bypass_max_dims, o.seed,
+        o.timeout.count(), o.sparse_apply, o.broadcast_parameters, o.kernel_threads, o.compensation.method,
+        o.scheduling.nice, o.scheduling.exchange_nice);
+    for (std::size_t i = 0; i < o.scheduling.cpus.size(); ++i)
+      out = fmt::format_to(out, "{}{}", i == 0 ? "" : ", ", o.scheduling.cpus[i]);
+    return fmt::format_to(out, "]}}}}");
   }
 };

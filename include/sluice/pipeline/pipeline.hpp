@@ -82,6 +82,7 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
         options_(options),
         group_size_(rules::group_size(choice)) {
     rules::validate(codec_, feedback_, opt_, options_);
+    detail::pipeline::check_scheduling(options_.scheduling);
   }
 
   pipeline(pipeline const&) = delete;
@@ -112,19 +113,21 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
     ahead_.published(master_);
     attached_ = true;
     stages_.start({[this] { encode_loop(); }, [this] { exchange_loop(); }, [this] { apply_loop(); }},
-                  options_.kernel_threads);
+                  options_.kernel_threads, options_.scheduling);
   }
 
   /// Hands in tensor `tensor`'s gradient of the current step (call it as backward produces each
-  /// gradient, as DDP's hooks do). The values are copied before it returns; a bucket starts its
-  /// encode and exchange as soon as all its tensors are in, while backward goes on.
+  /// gradient, as DDP's hooks do). Nothing is copied on the trainer's thread: the encode thread
+  /// reads `grad` in place as soon as all tensors of a bucket are in, while backward goes on, so
+  /// the memory must stay valid and unchanged until this step's step() returns (step() waits
+  /// for those reads only, never for an exchange).
   void gradient_ready(std::size_t tensor, std::span<float const> grad) {
     check_usable("gradient_ready");
     detail::pipeline::check_gradient(layout_, tensor, grad.size(), reported_, step_);
     if (reported_count_ == 0) begin_step();
     reported_[tensor] = 1;
     ++reported_count_;
-    flat_.gather(tensor, grad, grads_[gbuf_], weight_);
+    handed_[tensor] = grad;
     ready_.clear();
     for (auto const& [b, chunks] : flat_.buckets_of(tensor))
       if ((pending_[b] -= chunks) == 0) ready_.push_back(b);
@@ -132,8 +135,8 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
   }
 
   /// Ends the step whose gradients were handed in through gradient_ready (all tensors must have
-  /// been). Returns once the parameters hold updates 0 .. t - staleness (t: this step's index),
-  /// written to the spans given to attach().
+  /// been). Returns once the gradients were read and the parameters hold updates 0 .. t -
+  /// staleness (t: this step's index), written to the spans given to attach().
   void step() {
     check_usable("step");
     detail::pipeline::check_complete(layout_, reported_, reported_count_, step_);
@@ -141,11 +144,13 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
     std::fill(reported_.begin(), reported_.end(), std::uint8_t{0});
     reported_count_ = 0;
     ++step_;
+    stages_.wait_read(step_, t);
     auto const s = static_cast<std::uint64_t>(options_.staleness);
     publish(t + 1 > s ? t + 1 - s : 0);
   }
 
-  /// Hands in every gradient (grads[i] for tensor i, in reverse order as backward would) and ends the step.
+  /// Hands in every gradient (grads[i] for tensor i, in reverse order as backward would) and ends
+  /// the step; grads[i] is read in place until it returns.
   void step(std::span<std::span<float const> const> grads) {
     check_usable("step");
     require(grads.size() == layout_.size(), errc::size_mismatch, "pipeline: {} gradients for a layout of {} tensors",
@@ -325,16 +330,16 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
     grads_.assign(options_.staleness + 1, std::vector<float>(flat_.size(), 0.0f));
     ahead_.reset(options_.compensation, options_.staleness, flat_.size());
     reported_.assign(layout_.size(), 0);
+    handed_.assign(layout_.size(), {});
     pending_.assign(buckets_.size(), 0);
-    stages_.reset(set.dense_bytes, t_.rank(), options_.measure_residual);
+    stages_.reset(set.dense_bytes, t_.rank(), options_.measure_residual, ahead_.view_lag());
   }
 
-  // The trainer starts handing in step step_'s gradients: pick its gradient buffer, wait until the
-  // encodes that read that buffer (step step_ - staleness - 1) are done.
+  // The trainer starts handing in step step_'s gradients: wait until the encodes that read its
+  // flat gradient buffer (step step_ - staleness - 1) are done, so its reads may write there.
   void begin_step() {
     detail::pipeline::check_step_room(step_);
     std::size_t const nbuf = options_.staleness + 1;
-    gbuf_ = static_cast<std::size_t>(step_ % nbuf);
     for (std::size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].chunks;
     stages_.wait_encoded(step_ + 1 > nbuf ? step_ + 1 - nbuf : 0, step_);
     if (hook_) {
@@ -343,21 +348,27 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
       if constexpr (requires { c.validate(); }) c.validate();
       codec_ = c;
     }
-    in_force_.set(step_, {codec_, batches_id_});
+    in_force_.set(step_, {codec_, batches_id_, weight_});
   }
 
   // Waits (on the trainer's thread) until every bucket has applied `updates` steps, writes the
-  // master parameters to the trainer's spans and lets the apply thread go on. One step at a time:
-  // the apply of step u waits for update u - 1 to be published, so the copy never races it.
+  // master parameters (or the apply thread's compensated view of them, `staleness` updates
+  // ahead) to the trainer's spans and lets the apply thread go on: the one pass this thread
+  // runs. One step at a time: the apply of step u waits for update u - 1 to be published, so the
+  // copy never races it.
   void publish(std::uint64_t updates) {
     while (published_ < updates) {
       std::uint64_t const u = published_ + 1;
       stages_.wait_applied(u, step_);
-      if (u == updates) {  // the master weights, or their estimate `staleness` updates ahead
-        auto const& view = ahead_.view(opt_, master_, buckets_, grads_, u, step_);
+      if (u == updates) {
+        bool const ahead = ahead_.active() && step_ > u;
+        if (ahead) stages_.wait_viewed(u, step_);
+        auto const t0 = clock::now();
+        auto const& view = ahead ? ahead_.ahead() : master_;
         for (std::size_t i = 0; i < user_.size(); ++i) flat_.scatter(i, view, user_[i]);
+        stages_.emit(stage::publish, {step_ - 1, 0}, stage_thread::trainer, t0, detail::pipeline::seconds_since(t0),
+                     view.size() * sizeof(float));
       }
-      ahead_.published(master_);
       published_ = u;
       stages_.publish(u);
     }
@@ -372,11 +383,19 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
 
   void encode_loop() {
     work w;
-    while (stages_.next_encode(w)) {
+    detail::pipeline::encode_job job{};
+    while (stages_.next_encode(w, job)) {
       auto& bk = buckets_[w.bucket];
-      C const codec = in_force_.get(w.step).first;
+      auto& g = grads_[static_cast<std::size_t>(w.step % (options_.staleness + 1))];
       auto const t0 = clock::now();
-      auto const& g = grads_[static_cast<std::size_t>(w.step % (options_.staleness + 1))];
+      if (job == detail::pipeline::encode_job::read) {  // out of the trainer's memory, its step() waits
+        flat_.gather_bucket(w.bucket, handed_, g, in_force_.get(w.step).weight);
+        stages_.emit(stage::read, w, stage_thread::encode, t0, detail::pipeline::seconds_since(t0),
+                     bk.elements * sizeof(float));
+        stages_.read(w);
+        continue;
+      }
+      C const codec = in_force_.get(w.step).codec;
       std::span<float const> const grad(g.data() + bk.first, bk.elements);
       collective_context const ctx = context(w.step, w.bucket);
       std::size_t bytes = 0;
@@ -417,7 +436,7 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
         auto const turn = stages_.next_exchange(step, b);
         if (turn == detail::pipeline::exchange_turn::stop) return;
         if (turn == detail::pipeline::exchange_turn::skip) continue;  // restored past it
-        if (std::uint64_t const batches = in_force_.get(step).second; !resumed || batches != agreed) {
+        if (std::uint64_t const batches = in_force_.get(step).batches; !resumed || batches != agreed) {
           detail::pipeline::agree_on_resume(t_, run_, step, batches, options_.timeout);
           resumed = true;
           agreed = batches;
@@ -427,7 +446,7 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
           hooked = step + 1;
         }
         auto& bk = buckets_[b];
-        C const codec = in_force_.get(step).first;
+        C const codec = in_force_.get(step).codec;
         auto const t0 = clock::now();
         collective_context const ctx = context(step, b);
         bucket_encoder<F, C> const enc{feedback_, *fstate_, b, bk.fws};
@@ -442,9 +461,18 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
 
   void apply_loop() {
     work w;
-    while (stages_.next_apply(w)) {
+    detail::pipeline::apply_job job{};
+    while (stages_.next_apply(w, job)) {
       auto& bk = buckets_[w.bucket];
       auto const t0 = clock::now();
+      if (job == detail::pipeline::apply_job::view) {  // w.step: the update bucket w.bucket holds
+        ahead_.view(opt_, master_, bk, grads_, w.step);
+        stages_.emit(stage::view, w, stage_thread::apply, t0, detail::pipeline::seconds_since(t0),
+                     bk.elements * sizeof(float));
+        stages_.viewed(w);
+        continue;
+      }
+      ahead_.before_apply(master_, bk.first, bk.elements);
       float const world = static_cast<float>(t_.size());
       std::span<float> const params(master_.data() + bk.first, bk.elements);
       if (bk.sum.sparse) {
@@ -461,9 +489,14 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
   }
 
   C codec_;
-  detail::pipeline::step_ring<std::pair<C, std::uint64_t>> in_force_;  // each step's codec and batch sizes
-  float weight_ = 1.0f;                                                // this rank's gradient weight
-  std::uint64_t batches_id_ = 0;                                       // identity of the batch sizes in force
+  struct in_force {  // what a step runs with, set as it begins
+    C codec{};
+    std::uint64_t batches = 0;  // identity of the batch sizes
+    float weight = 1.0f;        // this rank's gradient weight
+  };
+  detail::pipeline::step_ring<in_force> in_force_;
+  float weight_ = 1.0f;           // this rank's gradient weight from the next step on
+  std::uint64_t batches_id_ = 0;  // identity of the batch sizes from the next step on
   F feedback_;
   O opt_;
   T t_;
@@ -480,8 +513,8 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
   std::unique_ptr<feedback_state> fstate_;
   std::vector<float> master_;
   std::vector<std::vector<float>> grads_;
-  std::size_t gbuf_ = 0;
   std::vector<std::uint8_t> reported_;
+  std::vector<std::span<float const>> handed_;  // this step's gradients, in the trainer's memory
   std::size_t reported_count_ = 0;
   std::vector<std::size_t> pending_, ready_;
   std::uint64_t step_ = 0, published_ = 0;

@@ -79,8 +79,10 @@ class flat_plan {
     std::size_t flat = 0;
     for (auto const& b : plan.buckets()) {
       buckets_.push_back({b.id, flat, b.elements, b.chunk_count, b.compressed});
+      auto& pieces = bucket_pieces_.emplace_back();
       for (auto const& c : plan.chunks_of(b)) {
         placements_[c.tensor].push_back({c.offset, flat, c.count});
+        pieces.push_back({c.tensor, {c.offset, flat, c.count}});
         auto& tb = tensor_buckets_[c.tensor];
         if (tb.empty() || tb.back().first != b.id)
           tb.push_back({b.id, 1});
@@ -99,14 +101,22 @@ class flat_plan {
     return tensor_buckets_[i];
   }
 
-  /// Copies tensor i's values, times `weight`, into (gather) or out of (scatter) a flat buffer.
-  void gather(std::size_t i, std::span<float const> src, std::span<float> flat, float weight = 1.0f) const noexcept {
-    for (auto const& p : placements_[i]) {
+  /// Copies tensor i's values into (gather) or out of (scatter) a flat buffer.
+  void gather(std::size_t i, std::span<float const> src, std::span<float> flat) const noexcept {
+    for (auto const& p : placements_[i])
+      std::memcpy(flat.data() + p.flat, src.data() + p.offset, p.count * sizeof(float));
+  }
+  /// Copies bucket b's elements, times `weight`, out of the tensors' own memory (src[i]: tensor i)
+  /// into a flat buffer.
+  void gather_bucket(std::size_t b, std::span<std::span<float const> const> src, std::span<float> flat,
+                     float weight = 1.0f) const noexcept {
+    for (auto const& [i, p] : bucket_pieces_[b]) {
+      float const* const from = src[i].data() + p.offset;
       if (weight == 1.0f) {
-        std::memcpy(flat.data() + p.flat, src.data() + p.offset, p.count * sizeof(float));
+        std::memcpy(flat.data() + p.flat, from, p.count * sizeof(float));
         continue;
       }
-      for (std::size_t k = 0; k < p.count; ++k) flat[p.flat + k] = src[p.offset + k] * weight;
+      for (std::size_t k = 0; k < p.count; ++k) flat[p.flat + k] = from[k] * weight;
     }
   }
   void scatter(std::size_t i, std::span<float const> flat, std::span<float> dst) const noexcept {
@@ -141,6 +151,7 @@ class flat_plan {
 
  private:
   std::vector<std::vector<placement>> placements_;
+  std::vector<std::vector<std::pair<std::size_t, placement>>> bucket_pieces_;  // (tensor, placement) per bucket
   std::vector<std::vector<std::pair<std::size_t, std::size_t>>> tensor_buckets_;
   std::vector<bucket_range> buckets_;
   std::size_t size_ = 0;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -23,12 +24,19 @@
 #include <vector>
 
 #include <sluice/core/element.hpp>
+#include <sluice/core/error.hpp>
 #include <sluice/feedback/state.hpp>
 #include <sluice/pipeline/concepts.hpp>
 #include <sluice/pipeline/options.hpp>
 
 #if SLUICE_HAS_OPENMP
 #include <omp.h>
+#endif
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <unistd.h>
 #endif
 
 namespace sluice::detail::pipeline {
@@ -53,10 +61,11 @@ struct work {
   std::size_t bucket = 0;
 };
 
-/// What a bucket has done: steps whose encode / exchange / apply finished, and the figures of
-/// the last of each (the step report's terms).
+/// What a bucket has done: steps whose gradient was read / encoded / exchanged / applied, the
+/// update whose compensated view is computed, and the figures of the last of each (the step
+/// report's terms).
 struct bucket_progress {
-  std::uint64_t encoded = 0, exchanged = 0, applied = 0;
+  std::uint64_t read = 0, encoded = 0, exchanged = 0, applied = 0, viewed = 0;
   std::size_t dense_bytes = 0, encoded_bytes = 0, sent_bytes = 0;
   double encode_s = 0, exchange_s = 0, apply_s = 0, residual_sq = 0;
 };
@@ -64,6 +73,13 @@ struct bucket_progress {
 /// What the exchange thread does with bucket b of a step: run it, skip it (a restore put the
 /// bucket past that step), or stop.
 enum class exchange_turn : std::uint8_t { run, skip, stop };
+
+/// The encode thread's jobs: read a bucket's gradient out of the trainer's memory (first: the
+/// trainer waits for it), or encode it.
+enum class encode_job : std::uint8_t { read, encode };
+/// The apply thread's jobs: apply a bucket's sum, or compute its compensated parameters (the view
+/// the trainer will be handed when staleness compensation is on).
+enum class apply_job : std::uint8_t { apply, view };
 
 /// Sum of squares of a feedback slice's first buffer (the residual): step_report::residual_norm.
 inline double squared_norm(feedback_slice const& s, std::size_t buffers) {
@@ -75,6 +91,48 @@ inline double squared_norm(feedback_slice const& s, std::size_t buffers) {
     for (float x : s.template buffer<float>(0)) sum += double(x) * double(x);
   }
   return sum;
+}
+
+/// The scheduling values a pipeline accepts: nice increments in [0, 19] (lowering a thread never
+/// needs a privilege) and cores this process may run on.
+inline void check_scheduling(stage_scheduling const& s) {
+  for (int n : {s.nice, s.exchange_nice})
+    require(n >= 0 && n <= 19, errc::invalid_argument,
+            "pipeline_options.scheduling: a nice increment of {}; use 0 (the trainer's priority) to 19 (the lowest)",
+            n);
+#if defined(__linux__)
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  bool const known = ::sched_getaffinity(0, sizeof allowed, &allowed) == 0;
+  for (int c : s.cpus)
+    require(c >= 0 && c < CPU_SETSIZE && (!known || CPU_ISSET(c, &allowed)), errc::invalid_argument,
+            "pipeline_options.scheduling.cpus: core {} is not one this process may run on", c);
+#endif
+}
+
+/// Sets the calling stage thread's nice value and cores (Linux: both are per thread).
+inline void apply_scheduling(stage_scheduling const& s, stage_thread t) {
+#if defined(__linux__)
+  int const increment = t == stage_thread::exchange ? s.exchange_nice : s.nice;
+  if (increment > 0) {
+    auto const tid = static_cast<id_t>(::gettid());
+    errno = 0;
+    int const now = ::getpriority(PRIO_PROCESS, tid);
+    require(errno == 0 && ::setpriority(PRIO_PROCESS, tid, std::min(now + increment, 19)) == 0, errc::unsupported,
+            "pipeline: cannot lower the {} thread's priority by {}", t == stage_thread::exchange ? "exchange" : "stage",
+            increment);
+  }
+  if (!s.cpus.empty()) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int c : s.cpus) CPU_SET(c, &set);
+    require(::pthread_setaffinity_np(::pthread_self(), sizeof set, &set) == 0, errc::invalid_argument,
+            "pipeline: cannot pin the stage threads to the cores pipeline_options.scheduling.cpus names");
+  }
+#else
+  (void)s;
+  (void)t;
+#endif
 }
 
 using clock = std::chrono::steady_clock;
@@ -110,27 +168,32 @@ class stages {
   stages& operator=(stages const&) = delete;
   ~stages() { stop(); }
 
-  /// Sizes the counters for `dense_bytes.size()` buckets; before start().
-  void reset(std::span<std::size_t const> dense_bytes, int rank, bool measure_residual) {
+  /// Sizes the counters for `dense_bytes.size()` buckets; before start(). `view_lag` > 0: the
+  /// apply thread computes each update's compensated view once the gradients of the `view_lag`
+  /// steps after it are read (the staleness; 0: no views).
+  void reset(std::span<std::size_t const> dense_bytes, int rank, bool measure_residual, unsigned view_lag) {
     progress_.assign(dense_bytes.size(), {});
     for (std::size_t b = 0; b < dense_bytes.size(); ++b) progress_[b].dense_bytes = dense_bytes[b];
     rank_ = rank;
     measure_residual_ = measure_residual;
+    view_lag_ = view_lag;
     epoch_ = clock::now();
   }
 
   /// Starts one thread per loop (encode, exchange, apply), each limited to `kernel_threads`
-  /// OpenMP threads when > 0. A loop returns when told to stop (its waits return false); a throw
-  /// is the pipeline's failure, rethrown by the trainer's next call.
-  void start(std::array<std::function<void()>, 3> loops, int kernel_threads) {
-    for (auto& loop : loops)
-      threads_.emplace_back([this, kernel_threads, body = std::move(loop)] {
+  /// OpenMP threads when > 0 and scheduled as `scheduling` says. A loop returns when told to stop
+  /// (its waits return false); a throw is the pipeline's failure, rethrown by the trainer's next call.
+  void start(std::array<std::function<void()>, 3> loops, int kernel_threads, stage_scheduling const& scheduling) {
+    constexpr std::array<stage_thread, 3> which{stage_thread::encode, stage_thread::exchange, stage_thread::apply};
+    for (std::size_t k = 0; k < loops.size(); ++k)
+      threads_.emplace_back([this, kernel_threads, scheduling, thread = which[k], body = std::move(loops[k])] {
 #if SLUICE_HAS_OPENMP
         if (kernel_threads > 0) omp_set_num_threads(kernel_threads);
 #else
         (void)kernel_threads;
 #endif
         try {
+          apply_scheduling(scheduling, thread);
           body();
         } catch (...) {
           fail(std::current_exception());
@@ -161,14 +224,30 @@ class stages {
 
   // --- the trainer's side --------------------------------------------------------------------
 
-  /// Buckets whose gradients are all in: the encode thread may take them.
+  /// Buckets whose gradients are all in: the encode thread may read, then encode them.
   void push_encode(std::uint64_t step, std::span<std::size_t const> buckets) {
     if (buckets.empty()) return;
     {
       std::lock_guard lock(m_);
-      for (std::size_t b : buckets) encode_queue_.push_back({step, b});
+      for (std::size_t b : buckets) {
+        read_queue_.push_back({step, b});
+        encode_queue_.push_back({step, b});
+      }
     }
     cv_.notify_all();
+  }
+  /// Waits until every bucket's gradient of steps [0, steps) was read (the trainer's gradient
+  /// memory is its own again).
+  void wait_read(std::uint64_t steps, std::uint64_t trainer_step) {
+    wait_for(trainer_step, [&] {
+      return std::all_of(progress_.begin(), progress_.end(), [&](auto const& p) { return p.read >= steps; });
+    });
+  }
+  /// Waits until every bucket's compensated view of update `update` is computed.
+  void wait_viewed(std::uint64_t update, std::uint64_t trainer_step) {
+    wait_for(trainer_step, [&] {
+      return std::all_of(progress_.begin(), progress_.end(), [&](auto const& p) { return p.viewed >= update; });
+    });
   }
   /// Waits until every bucket has encoded `steps` steps (its gradient buffer is free again).
   void wait_encoded(std::uint64_t steps, std::uint64_t trainer_step) {
@@ -208,7 +287,8 @@ class stages {
       published_ = published;
       for (std::size_t b = 0; b < progress_.size(); ++b) {
         auto& p = progress_[b];
-        p.encoded = p.exchanged = steps;
+        p.read = p.encoded = p.exchanged = steps;
+        p.viewed = published;
         p.applied = pending[b] != 0 ? steps - 1 : steps;
         if (pending[b] != 0) apply_queue_.push_back({steps - 1, b});
       }
@@ -218,17 +298,28 @@ class stages {
 
   // --- the stage threads' side ---------------------------------------------------------------
 
-  /// The next bucket to encode, once the frame of its previous step has left; false on stop.
-  bool next_encode(work& w) {
+  /// The encode thread's next job: a gradient to read, else a bucket to encode once the frame of
+  /// its previous step has left (its gradient was read: reads go first, in the same order);
+  /// false on stop.
+  bool next_encode(work& w, encode_job& job) {
     std::unique_lock lock(m_);
     if (!stage_wait(lock, [&] {
-          return !encode_queue_.empty() &&
-                 progress_[encode_queue_.front().bucket].exchanged >= encode_queue_.front().step;
+          return !read_queue_.empty() || (!encode_queue_.empty() && progress_[encode_queue_.front().bucket].exchanged >=
+                                                                        encode_queue_.front().step);
         }))
       return false;
-    w = encode_queue_.front();
-    encode_queue_.pop_front();
+    auto& q = read_queue_.empty() ? encode_queue_ : read_queue_;
+    job = read_queue_.empty() ? encode_job::encode : encode_job::read;
+    w = q.front();
+    q.pop_front();
     return true;
+  }
+  void read(work w) {
+    {
+      std::lock_guard lock(m_);
+      progress_[w.bucket].read = w.step + 1;
+    }
+    cv_.notify_all();
   }
   void encoded(work w, std::size_t bytes, double seconds, double residual_sq) {
     {
@@ -261,14 +352,33 @@ class stages {
     }
     cv_.notify_all();
   }
-  /// The next exchanged bucket whose step the trainer's published parameters allow; false on stop.
-  bool next_apply(work& w) {
+  /// The apply thread's next job: a view to compute (w.step: the update, which bucket w.bucket
+  /// holds, not yet published, the gradients of the view_lag steps from it read), else the next
+  /// exchanged bucket whose step the trainer's published parameters allow; false on stop.
+  bool next_apply(work& w, apply_job& job) {
     std::unique_lock lock(m_);
-    if (!stage_wait(lock, [&] { return !apply_queue_.empty() && published_ >= apply_queue_.front().step; }))
+    std::size_t view = progress_.size();
+    if (!stage_wait(lock, [&] {
+          view = next_view_locked();
+          return view < progress_.size() || (!apply_queue_.empty() && published_ >= apply_queue_.front().step);
+        }))
       return false;
+    if (view < progress_.size()) {
+      job = apply_job::view;
+      w = {progress_[view].applied, view};
+      return true;
+    }
+    job = apply_job::apply;
     w = apply_queue_.front();
     apply_queue_.pop_front();
     return true;
+  }
+  void viewed(work w) {
+    {
+      std::lock_guard lock(m_);
+      progress_[w.bucket].viewed = w.step;
+    }
+    cv_.notify_all();
   }
   /// Bucket w.bucket applied step w.step; the step's report goes out when it was the last bucket.
   void applied(work w, double seconds) {
@@ -318,6 +428,16 @@ class stages {
   }
 
  private:
+  // A bucket whose last update still needs its view: not yet published (a synchronize() publishes
+  // without one), and the gradients of the view_lag steps from it read.
+  std::size_t next_view_locked() const {
+    if (view_lag_ == 0) return progress_.size();
+    for (std::size_t b = 0; b < progress_.size(); ++b) {
+      auto const& p = progress_[b];
+      if (p.applied > published_ && p.viewed < p.applied && p.read >= p.applied + view_lag_) return b;
+    }
+    return progress_.size();
+  }
   template <class Pred>
   bool stage_wait(std::unique_lock<std::mutex>& lock, Pred&& ready) {
     cv_.wait(lock, [&] { return stop_ || failure_ || ready(); });
@@ -359,7 +479,8 @@ class stages {
   mutable std::mutex m_;
   std::condition_variable cv_;
   std::vector<bucket_progress> progress_;
-  std::deque<work> encode_queue_, apply_queue_;
+  std::deque<work> read_queue_, encode_queue_, apply_queue_;
+  unsigned view_lag_ = 0;
   std::uint64_t published_ = 0;
   bool stop_ = false;
   std::exception_ptr failure_;

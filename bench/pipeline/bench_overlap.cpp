@@ -1,0 +1,216 @@
+// How much of the pipeline's CPU work hides behind the trainer's compute when each rank has one
+// core of its own (StellaTrain's setting: a consumer GPU computes, its host core runs the
+// pipeline). ResNet-50's layout; a sleep stands in for the GPU's forward and backward.
+//
+// Per (codec, ranks) the benchmark first measures W, the pipeline's CPU work per step and rank:
+// staleness 0, no compute, process CPU time per step over the ranks. Then each rank (a thread
+// pinned to core r, its stage threads pinned there too) runs steps of compute C = c x W:
+//   spread 0: sleep C, then hand every gradient in through step(grads);
+//   spread 1: sleep C / 3 (forward), then hand the gradients in one by one through gradient_ready,
+//             spread evenly over the remaining 2 C / 3 (a simulated backward), then step().
+// Counters: step_over_compute (median step / C; 1.0: everything hidden), cpu_work_ms (W),
+// trainer_cpu_frac (CPU time of the trainer's thread inside sluice calls per step, over W).
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <barrier>
+#include <chrono>
+#include <cstdint>
+#include <ctime>
+#include <map>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <pthread.h>
+#include <sched.h>
+#include <sys/resource.h>
+
+#include "pipeline/model_layouts.hpp"
+#include "pipeline/pipeline_testing.hpp"
+
+namespace {
+
+using namespace sluice;
+using clock_type = std::chrono::steady_clock;
+
+double process_cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+double thread_cpu_seconds() {
+  timespec t{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+void pin_to(int core) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(core, &set);
+  ::pthread_setaffinity_np(::pthread_self(), sizeof set, &set);
+}
+
+struct run_figures {
+  double step_s = 0;         // median step (wall)
+  double trainer_cpu_s = 0;  // median CPU time of rank 0's trainer thread inside sluice calls per step
+};
+
+// `steps` measured steps (after one warm-up) on `ranks` pinned ranks.
+template <class C, class F, class O>
+run_figures run(C codec, F feedback, O opt, layout const& l, int ranks, unsigned staleness, double compute_s,
+                bool spread, int nice, int steps) {
+  auto eps = local_transport::create(ranks);
+  std::vector<double> times, trainer_cpu;
+  std::vector<std::thread> threads;
+  std::barrier sync(ranks);
+  for (int r = 0; r < ranks; ++r)
+    threads.emplace_back([&, r] {
+      pin_to(r);
+      test::model_params p(l);
+      std::vector<std::vector<float>> g;
+      test::gradients(r, 0, p, g);
+      pipeline_options o{.staleness = staleness, .seed = 1, .kernel_threads = 1};
+      o.scheduling.cpus = {r};
+      o.scheduling.nice = nice;
+      pipeline pipe{codec, feedback, opt, eps[static_cast<std::size_t>(r)], o};
+      auto spans = p.spans();
+      pipe.attach(l, spans);
+      auto const grads = test::views(g);
+      auto const compute = std::chrono::duration<double>(compute_s);
+      for (int s = 0; s <= steps; ++s) {
+        if (s == 1) sync.arrive_and_wait();
+        auto const t0 = clock_type::now();
+        double inside = 0;
+        auto timed = [&](auto&& call) {
+          double const c0 = thread_cpu_seconds();
+          call();
+          inside += thread_cpu_seconds() - c0;
+        };
+        if (spread) {
+          std::this_thread::sleep_until(t0 + compute / 3);
+          auto const n = grads.size();
+          for (std::size_t k = n; k-- > 0;) {
+            std::this_thread::sleep_until(t0 + compute / 3 + (compute * 2 / 3) * (double(n - k) / double(n)));
+            timed([&] { pipe.gradient_ready(k, grads[k]); });
+          }
+          timed([&] { pipe.step(); });
+        } else {
+          std::this_thread::sleep_until(t0 + compute);
+          timed([&] { pipe.step(grads); });
+        }
+        if (r == 0 && s > 0) {
+          times.push_back(std::chrono::duration<double>(clock_type::now() - t0).count());
+          trainer_cpu.push_back(inside);
+        }
+      }
+      sync.arrive_and_wait();  // the last measured step is over on every rank
+      pipe.synchronize();
+    });
+  for (auto& th : threads) th.join();
+  std::sort(times.begin(), times.end());
+  std::sort(trainer_cpu.begin(), trainer_cpu.end());
+  return {times[times.size() / 2], trainer_cpu[trainer_cpu.size() / 2]};
+}
+
+// W: the pipeline's CPU work per step and rank (staleness 0, no compute), cached per (codec, ranks).
+template <class C, class F, class O>
+double cpu_work(std::string const& key, C codec, F feedback, O opt, layout const& l, int ranks) {
+  static std::map<std::pair<std::string, int>, double> cache;
+  auto const it = cache.find({key, ranks});
+  if (it != cache.end()) return it->second;
+  int const steps = 6;
+  auto eps = local_transport::create(ranks);
+  std::vector<std::thread> threads;
+  double cpu0 = 0;
+  std::barrier sync(ranks, [&]() noexcept { cpu0 = process_cpu_seconds(); });
+  std::barrier done(ranks);
+  double cpu1 = 0;
+  for (int r = 0; r < ranks; ++r)
+    threads.emplace_back([&, r] {
+      pin_to(r);
+      test::model_params p(l);
+      std::vector<std::vector<float>> g;
+      test::gradients(r, 0, p, g);
+      pipeline_options o{.seed = 1, .kernel_threads = 1};
+      o.scheduling.cpus = {r};
+      pipeline pipe{codec, feedback, opt, eps[static_cast<std::size_t>(r)], o};
+      auto spans = p.spans();
+      pipe.attach(l, spans);
+      auto const grads = test::views(g);
+      pipe.step(grads);  // warm-up
+      sync.arrive_and_wait();
+      for (int s = 0; s < steps; ++s) pipe.step(grads);
+      done.arrive_and_wait();
+      if (r == 0) cpu1 = process_cpu_seconds();
+      done.arrive_and_wait();
+    });
+  for (auto& th : threads) th.join();
+  double const w = (cpu1 - cpu0) / steps / ranks;
+  cache[{key, ranks}] = w;
+  return w;
+}
+
+template <class C, class F, class O>
+void overlap_core_per_rank(benchmark::State& state, std::string const& key, C codec, F feedback, O opt) {
+  int const ranks = static_cast<int>(state.range(0));
+  auto const staleness = static_cast<unsigned>(state.range(1));
+  double const factor = static_cast<double>(state.range(2)) / 100.0;
+  bool const spread = state.range(3) != 0;
+  int const nice = static_cast<int>(state.range(4));
+  if (static_cast<unsigned>(ranks) > std::thread::hardware_concurrency()) {
+    state.SkipWithError("fewer cores than ranks");
+    return;
+  }
+  layout const l = bench::load_layout("resnet50");
+  double const w = cpu_work(key, codec, feedback, opt, l, ranks);
+  double const compute = factor * w;
+  run_figures f;
+  for (auto _ : state) {
+    f = run(codec, feedback, opt, l, ranks, staleness, compute, spread, nice, 6);
+    state.SetIterationTime(f.step_s);
+  }
+  state.counters["step_over_compute"] = f.step_s / compute;
+  state.counters["step_ms"] = f.step_s * 1e3;
+  state.counters["compute_ms"] = compute * 1e3;
+  state.counters["cpu_work_ms"] = w * 1e3;
+  state.counters["trainer_cpu_frac"] = f.trainer_cpu_s / w;
+  double const n = static_cast<double>(l.total_elements());
+  state.SetItemsProcessed(static_cast<std::int64_t>(n) * state.iterations());
+  state.SetBytesProcessed(static_cast<std::int64_t>(n * sizeof(float)) * state.iterations());
+  state.SetLabel(fmt::format("{}, resnet50, {} rank(s) with a core each, staleness {}, C = {:.1f} W{}, nice {}", key,
+                             ranks, staleness, factor, spread ? ", gradients spread over backward" : "", nice));
+}
+
+// ranks, staleness, C as % of W, spread, nice of encode/apply: the grid of the targets.
+void grid(benchmark::internal::Benchmark* b) {
+  for (int ranks : {1, 2})
+    for (int s : {0, 1, 2})
+      for (int c : {100, 150}) b->Args({ranks, s, c, 0, 10});
+  for (int ranks : {1, 2})
+    for (int c : {100, 150}) b->Args({ranks, 0, c, 1, 10});
+  b->Args({1, 1, 100, 0, 0});  // the stage threads at the trainer's priority
+  b->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1);
+}
+void small_grid(benchmark::internal::Benchmark* b) {
+  for (int s : {0, 1}) b->Args({1, s, 100, 0, 10});
+  b->Args({1, 0, 100, 1, 10});
+  b->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1);
+}
+
+void BM_overlap_core_per_rank(benchmark::State& state) {
+  overlap_core_per_rank(state, "block_top_k 1%", block_top_k{.ratio = 0.01}, residual{}, adam{.lr = 1e-3});
+}
+void BM_overlap_core_per_rank_maxmin4(benchmark::State& state) {
+  overlap_core_per_rank(state, "maxmin_quantize 4 bits", maxmin_quantize{.bits = 4}, residual{}, adam{.lr = 1e-3});
+}
+void BM_overlap_core_per_rank_dense(benchmark::State& state) {
+  overlap_core_per_rank(state, "dense ring", identity{}, no_feedback{}, adam{.lr = 1e-3});
+}
+BENCHMARK(BM_overlap_core_per_rank)->Apply(grid);
+BENCHMARK(BM_overlap_core_per_rank_maxmin4)->Apply(small_grid);
+BENCHMARK(BM_overlap_core_per_rank_dense)->Apply(small_grid);
+
+}  // namespace
