@@ -20,6 +20,7 @@ struct encode_context {
   std::uint64_t step = 0;                ///< training step, written to the frame header
   std::uint64_t tensor = 0;              ///< tensor or bucket id, written to the frame header
   std::span<std::size_t const> shape{};  ///< logical shape (low-rank codecs); empty means 1-D
+  bool finite = false;  ///< the caller checked the input: no NaN/Inf (feedback policies skip their own scan)
 
   /// The random-stream key for this (seed, rank, step, tensor).
   [[nodiscard]] constexpr stream_key key() const noexcept {

@@ -63,7 +63,7 @@ struct ef21 {
     C const c = feedback_detail::codec_at(s.warmup(), codec, ctx.step);
     feedback_detail::check_call(c, s, grad.size(), 1, out.size(), ctx, "ef21");
     return feedback_detail::with_state_type(s.precision(), [&]<class S>() -> std::size_t {
-      if (non_finite != non_finite_policy::propagate) {
+      if (non_finite != non_finite_policy::propagate && !ctx.finite) {
         auto const at = feedback_detail::first_non_finite_of(grad);
         if (at != feedback_detail::npos && feedback_detail::on_non_finite(non_finite, s, at, ctx.step, "ef21"))
           return 0;

@@ -96,7 +96,7 @@ struct momentum_correction {
     feedback_detail::check_call(c, s, grad.size(), 2, out.size(), ctx, "momentum_correction");
     auto const m = static_cast<float>(momentum);
     return feedback_detail::with_state_type(s.precision(), [&]<class S>() -> std::size_t {
-      if (non_finite != non_finite_policy::propagate) {
+      if (non_finite != non_finite_policy::propagate && !ctx.finite) {
         auto const at = feedback_detail::first_non_finite_of(grad);
         if (at != feedback_detail::npos &&
             feedback_detail::on_non_finite(non_finite, s, at, ctx.step, "momentum_correction"))

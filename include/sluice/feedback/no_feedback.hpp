@@ -33,7 +33,7 @@ struct no_feedback {
   const {
     C const c = feedback_detail::codec_at(s.warmup(), codec, ctx.step);
     feedback_detail::check_call(c, s, grad.size(), 0, out.size(), ctx, "no_feedback");
-    if (non_finite != non_finite_policy::propagate) {
+    if (non_finite != non_finite_policy::propagate && !ctx.finite) {
       auto const at = feedback_detail::first_non_finite_of(grad);
       if (at != feedback_detail::npos && feedback_detail::on_non_finite(non_finite, s, at, ctx.step, "no_feedback"))
         return 0;

@@ -85,13 +85,21 @@ struct bucket_encoder {
   feedback_state& state;
   std::size_t bucket;
   feedback_workspace<C, float>& ws;
+  bool finite = false;  ///< the pipeline's read of this gradient found no NaN/Inf: no scan repeats it
+
+  /// The codec's context for `rank` (part `salt` of a scatter-reduce-allgather).
+  [[nodiscard]] encode_context context(collective_context const& ctx, int rank, std::uint64_t salt = 0) const noexcept {
+    encode_context e = ctx.for_rank(rank, salt);
+    e.finite = finite;
+    return e;
+  }
 };
 
 /// errc::non_finite at the first NaN/Inf of a gradient that travels unencoded, unless the feedback
-/// policy propagates them.
-template <class F>
-void require_finite_unless_propagated(F const& feedback, std::span<float const> grad) {
-  if (feedback.non_finite == non_finite_policy::propagate) return;
+/// policy propagates them or the pipeline's read checked it.
+template <class F, class C>
+void require_finite_unless_propagated(bucket_encoder<F, C> const& enc, std::span<float const> grad) {
+  if (enc.finite || enc.feedback.non_finite == non_finite_policy::propagate) return;
   std::size_t const bad = first_non_finite(grad);
   require(bad == std::size_t(-1), errc::non_finite, "gradient element {} is {}", bad,
           bad == std::size_t(-1) ? 0.0f : grad[bad]);
@@ -111,7 +119,7 @@ struct dense_exchange {
   template <class F, class C>
   std::size_t encode(bucket_encoder<F, C> const& enc, C const&, std::span<float const> grad, collective_context const&,
                      int) {
-    require_finite_unless_propagated(enc.feedback, grad);
+    require_finite_unless_propagated(enc, grad);
     std::copy(grad.begin(), grad.end(), staged.begin());
     return grad.size() * sizeof(float);
   }
@@ -151,7 +159,7 @@ struct sparse_allgather_exchange {
     auto& frame = ws.messages[static_cast<std::size_t>(rank)];
     frame.resize(codec.max_encoded_bytes(grad.size()));
     std::size_t const bytes =
-        enc.feedback.encode(codec, enc.state.slice(enc.bucket), grad, ctx.for_rank(rank), enc.ws, frame);
+        enc.feedback.encode(codec, enc.state.slice(enc.bucket), grad, enc.context(ctx, rank), enc.ws, frame);
     frame.resize(bytes);
     return bytes;
   }
@@ -190,9 +198,9 @@ struct scatter_reduce_allgather_exchange {
       auto const part = scatter_reduce_allgather_part(grad.size(), w, j);
       auto& frame = parts[static_cast<std::size_t>(j)];
       frame.resize(codec.max_encoded_bytes(part.count));
-      std::size_t const n = enc.feedback.encode(codec, enc.state.slice(enc.bucket, part.first, part.count),
-                                                grad.subspan(part.first, part.count),
-                                                ctx.for_rank(rank, 1 + static_cast<std::uint64_t>(j)), enc.ws, frame);
+      std::size_t const n = enc.feedback.encode(
+          codec, enc.state.slice(enc.bucket, part.first, part.count), grad.subspan(part.first, part.count),
+          enc.context(ctx, rank, 1 + static_cast<std::uint64_t>(j)), enc.ws, frame);
       if (n == 0 && part.count > 0) return 0;  // the feedback skipped the step
       frame.resize(n);
       bytes += n;
@@ -241,7 +249,7 @@ struct hierarchical_exchange {
   template <class F>
   std::size_t encode(bucket_encoder<F, C> const& enc, C const&, std::span<float const> grad,
                      collective_context const& ctx, int) {
-    require_finite_unless_propagated(enc.feedback, grad);
+    require_finite_unless_propagated(enc, grad);
     if (rank == leader) {
       std::copy(grad.begin(), grad.end(), acc.begin());
     } else {
@@ -300,7 +308,9 @@ struct hierarchical_exchange {
     top_ctx.tag = ctx.tag + 4;
     top_ctx.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(d.remaining());
     std::size_t sent = 0;
-    if (top.encode(enc, codec, std::span<float const>(acc), top_ctx, top_rank) == 0 && n > 0)
+    auto sum_enc = enc;
+    sum_enc.finite = false;  // a sum of finite gradients may overflow: the feedback checks it
+    if (top.encode(sum_enc, codec, std::span<float const>(acc), top_ctx, top_rank) == 0 && n > 0)
       throw_error(errc::non_finite, "the feedback skipped the group's sum");
     sent += top.exchange(leaders_group, codec, top_ctx, sum, enc);
     if (group_end - leader > 1) {

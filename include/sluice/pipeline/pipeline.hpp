@@ -331,6 +331,7 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
     ahead_.reset(options_.compensation, options_.staleness, flat_.size());
     reported_.assign(layout_.size(), 0);
     handed_.assign(layout_.size(), {});
+    finite_.assign(grads_.size() * buckets_.size(), 0);
     pending_.assign(buckets_.size(), 0);
     stages_.reset(set.dense_bytes, t_.rank(), options_.measure_residual, ahead_.view_lag());
   }
@@ -388,18 +389,20 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
       auto& bk = buckets_[w.bucket];
       auto& g = grads_[static_cast<std::size_t>(w.step % (options_.staleness + 1))];
       auto const t0 = clock::now();
+      std::span<float const> const grad(g.data() + bk.first, bk.elements);
       if (job == detail::pipeline::encode_job::read) {  // out of the trainer's memory, its step() waits
-        flat_.gather_bucket(w.bucket, handed_, g, in_force_.get(w.step).weight);
+        bool const finite = flat_.gather_bucket(w.bucket, handed_, g, in_force_.get(w.step).weight);
+        if (!finite && rules::checks_finite(feedback_)) throw_non_finite(w, grad);
+        finite_[finite_slot(w)] = finite ? 1 : 0;
         stages_.emit(stage::read, w, stage_thread::encode, t0, detail::pipeline::seconds_since(t0),
                      bk.elements * sizeof(float));
         stages_.read(w);
         continue;
       }
       C const codec = in_force_.get(w.step).codec;
-      std::span<float const> const grad(g.data() + bk.first, bk.elements);
       collective_context const ctx = context(w.step, w.bucket);
       std::size_t bytes = 0;
-      bucket_encoder<F, C> const enc{feedback_, *fstate_, w.bucket, bk.fws};
+      bucket_encoder<F, C> const enc{feedback_, *fstate_, w.bucket, bk.fws, finite_[finite_slot(w)] != 0};
       try {
         bytes = bk.compressed ? bk.cx.encode(enc, codec, grad, ctx, t_.rank())
                               : bk.dx.encode(enc, codec, grad, ctx, t_.rank());
@@ -414,6 +417,11 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
       stages_.emit(stage::encode, w, stage_thread::encode, t0, secs, bytes);
       stages_.encoded(w, bytes, secs, residual_sq);
     }
+  }
+  // Whether the read of bucket w.bucket's gradient of step w.step found it finite (the encode
+  // thread's own record, per gradient buffer: a later step's read may come first).
+  [[nodiscard]] std::size_t finite_slot(work w) const noexcept {
+    return static_cast<std::size_t>(w.step % grads_.size()) * buckets_.size() + w.bucket;
   }
   // The error names the parameter and the element, whichever layer found the value.
   [[noreturn]] void throw_non_finite(work w, std::span<float const> grad) const {
@@ -515,6 +523,7 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
   std::vector<std::vector<float>> grads_;
   std::vector<std::uint8_t> reported_;
   std::vector<std::span<float const>> handed_;  // this step's gradients, in the trainer's memory
+  std::vector<std::uint8_t> finite_;            // per gradient buffer and bucket: the read found no NaN/Inf
   std::size_t reported_count_ = 0;
   std::vector<std::size_t> pending_, ready_;
   std::uint64_t step_ = 0, published_ = 0;

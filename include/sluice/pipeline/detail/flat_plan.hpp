@@ -3,6 +3,7 @@
 // independent, so it is compiled once for every pipeline type.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -107,17 +108,26 @@ class flat_plan {
       std::memcpy(flat.data() + p.flat, src.data() + p.offset, p.count * sizeof(float));
   }
   /// Copies bucket b's elements, times `weight`, out of the tensors' own memory (src[i]: tensor i)
-  /// into a flat buffer.
-  void gather_bucket(std::size_t b, std::span<std::span<float const> const> src, std::span<float> flat,
-                     float weight = 1.0f) const noexcept {
+  /// into a flat buffer; returns whether all of them are finite (checked in the same pass).
+  [[nodiscard]] bool gather_bucket(std::size_t b, std::span<std::span<float const> const> src, std::span<float> flat,
+                                   float weight = 1.0f) const noexcept {
+    std::uint32_t bad = 0;
     for (auto const& [i, p] : bucket_pieces_[b]) {
       float const* const from = src[i].data() + p.offset;
-      if (weight == 1.0f) {
-        std::memcpy(flat.data() + p.flat, from, p.count * sizeof(float));
-        continue;
-      }
-      for (std::size_t k = 0; k < p.count; ++k) flat[p.flat + k] = from[k] * weight;
+      float* const to = flat.data() + p.flat;
+      auto copy = [&](auto scale) {
+        for (std::size_t k = 0; k < p.count; ++k) {
+          float const v = scale(from[k]);
+          bad |= static_cast<std::uint32_t>((std::bit_cast<std::uint32_t>(v) & 0x7f800000u) == 0x7f800000u);
+          to[k] = v;
+        }
+      };
+      if (weight == 1.0f)
+        copy([](float x) { return x; });
+      else
+        copy([weight](float x) { return x * weight; });
     }
+    return bad == 0;
   }
   void scatter(std::size_t i, std::span<float const> flat, std::span<float> dst) const noexcept {
     for (auto const& p : placements_[i])

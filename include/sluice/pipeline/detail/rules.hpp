@@ -105,6 +105,14 @@ struct rules {
     }
   }
 
+  /// Whether the feedback refuses NaN/Inf gradients (the pipeline's read checks them in its copy).
+  static bool checks_finite(F const& feedback) noexcept {
+    if constexpr (requires { feedback.non_finite; })
+      return feedback.non_finite != non_finite_policy::propagate;
+    else
+      return false;
+  }
+
   /// errc::invalid_argument for values that cannot run, before anything starts.
   static void validate(C const& codec, F const& feedback, O const& opt, pipeline_options const& o) {
     require(o.staleness <= 2, errc::invalid_argument,
