@@ -61,7 +61,7 @@ struct run_figures {
 // `steps` measured steps (after one warm-up) on `ranks` pinned ranks.
 template <class C, class F, class O>
 run_figures run(C codec, F feedback, O opt, layout const& l, int ranks, unsigned staleness, double compute_s,
-                bool spread, int nice, int steps) {
+                bool spread, int nice, compensation_method compensation, parameter_home home, int steps) {
   auto eps = local_transport::create(ranks);
   std::vector<double> times, trainer_cpu;
   std::vector<std::thread> threads;
@@ -75,6 +75,8 @@ run_figures run(C codec, F feedback, O opt, layout const& l, int ranks, unsigned
       pipeline_options o{.staleness = staleness, .seed = 1, .kernel_threads = 1};
       o.scheduling.cpus = {r};
       o.scheduling.nice = nice;
+      o.compensation.method = compensation;
+      o.parameters = home;
       pipeline pipe{codec, feedback, opt, eps[static_cast<std::size_t>(r)], o};
       auto spans = p.spans();
       pipe.attach(l, spans);
@@ -160,6 +162,8 @@ void overlap_core_per_rank(benchmark::State& state, std::string const& key, C co
   double const factor = static_cast<double>(state.range(2)) / 100.0;
   bool const spread = state.range(3) != 0;
   int const nice = static_cast<int>(state.range(4));
+  auto const compensation = state.range(5) != 0 ? compensation_method::local_step : compensation_method::none;
+  auto const home = state.range(6) != 0 ? parameter_home::pipeline : parameter_home::trainer;
   if (static_cast<unsigned>(ranks) > std::thread::hardware_concurrency()) {
     state.SkipWithError("fewer cores than ranks");
     return;
@@ -169,7 +173,7 @@ void overlap_core_per_rank(benchmark::State& state, std::string const& key, C co
   double const compute = factor * w;
   run_figures f;
   for (auto _ : state) {
-    f = run(codec, feedback, opt, l, ranks, staleness, compute, spread, nice, 6);
+    f = run(codec, feedback, opt, l, ranks, staleness, compute, spread, nice, compensation, home, 6);
     state.SetIterationTime(f.step_s);
   }
   state.counters["step_over_compute"] = f.step_s / compute;
@@ -180,23 +184,33 @@ void overlap_core_per_rank(benchmark::State& state, std::string const& key, C co
   double const n = static_cast<double>(l.total_elements());
   state.SetItemsProcessed(static_cast<std::int64_t>(n) * state.iterations());
   state.SetBytesProcessed(static_cast<std::int64_t>(n * sizeof(float)) * state.iterations());
-  state.SetLabel(fmt::format("{}, resnet50, {} rank(s) with a core each, staleness {}, C = {:.1f} W{}, nice {}", key,
-                             ranks, staleness, factor, spread ? ", gradients spread over backward" : "", nice));
+  state.SetLabel(fmt::format("{}, resnet50, {} rank(s) with a core each, staleness {}{}, C = {:.1f} W{}, nice {}{}",
+                             key, ranks, staleness, staleness > 0 ? fmt::format(" ({})", compensation) : "", factor,
+                             spread ? ", gradients spread over backward" : "", nice,
+                             home == parameter_home::pipeline ? ", parameters in the pipeline" : ""));
 }
 
-// ranks, staleness, C as % of W, spread, nice of encode/apply: the grid of the targets.
+// ranks, staleness, C as % of W, spread, nice of encode/apply, compensation (0: none, 1:
+// local_step, the default), parameters (0: the trainer's spans, 1: owned by the pipeline).
 void grid(benchmark::internal::Benchmark* b) {
-  for (int ranks : {1, 2})
-    for (int s : {0, 1, 2})
-      for (int c : {100, 150}) b->Args({ranks, s, c, 0, 10});
-  for (int ranks : {1, 2})
-    for (int c : {100, 150}) b->Args({ranks, 0, c, 1, 10});
-  b->Args({1, 1, 100, 0, 0});  // the stage threads at the trainer's priority
+  for (int home : {0, 1})
+    for (int ranks : {1, 2})
+      for (int s : {0, 1, 2})
+        for (int c : {100, 150})
+          for (int comp : {0, 1})
+            if (s > 0 || comp == 1) b->Args({ranks, s, c, 0, 10, comp, home});
+  for (int home : {0, 1})
+    for (int ranks : {1, 2})
+      for (int c : {100, 150}) b->Args({ranks, 0, c, 1, 10, 1, home});
+  b->Args({1, 1, 100, 0, 0, 0, 0});  // the stage threads at the trainer's priority
   b->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1);
 }
 void small_grid(benchmark::internal::Benchmark* b) {
-  for (int s : {0, 1}) b->Args({1, s, 100, 0, 10});
-  b->Args({1, 0, 100, 1, 10});
+  for (int home : {0, 1}) {
+    b->Args({1, 0, 100, 0, 10, 1, home});
+    b->Args({1, 1, 100, 0, 10, 0, home});
+    b->Args({1, 0, 100, 1, 10, 1, home});
+  }
   b->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1);
 }
 

@@ -13,6 +13,7 @@
 #include <limits>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <sluice/pipeline/all.hpp>
@@ -410,6 +411,116 @@ TEST_CASE("pipeline: the trainer's gradient memory is its own again when step() 
     }
     for (int r = 0; r < world; ++r) CHECK(poisoned[static_cast<std::size_t>(r)] == plain[static_cast<std::size_t>(r)]);
   }
+}
+
+TEST_CASE("pipeline: parameters owned by the pipeline are the trainer-mode parameters, bit for bit, without a copy") {
+  // parameter_home::pipeline: the apply thread fills one of two buffers ahead of time; the
+  // trainer reads parameters() after each step. Same trajectory as the spans given to attach, for
+  // every staleness and compensation; the buffer the trainer holds never changes under it.
+  for (unsigned staleness : {0u, 1u, 2u})
+    for (auto comp :
+         {compensation_method::none, compensation_method::local_step, compensation_method::weight_prediction}) {
+      if (staleness == 0 && comp != compensation_method::none) continue;
+      CAPTURE(staleness);
+      CAPTURE(comp);
+      std::vector<std::vector<model_params>> trajectory[2];
+      for (auto home : {parameter_home::trainer, parameter_home::pipeline}) {
+        auto& tr = trajectory[home == parameter_home::pipeline ? 1 : 0];
+        tr.assign(world, {});
+        auto errors = test::run_local(world, [&](local_transport& ep) {
+          auto const r = static_cast<std::size_t>(ep.rank());
+          model_params p(model()), seen(model());
+          pipeline_options o = small_buckets(staleness, comp);
+          o.parameters = home;
+          pipeline pipe{block_top_k{.ratio = 0.1}, residual{}, adam{.lr = 1e-2}, ep, o};
+          auto spans = p.spans();
+          pipe.attach(model(), spans);
+          // What the trainer reads: its spans, or the pipeline's buffer.
+          auto read = [&] {
+            auto const cur = pipe.parameters();
+            REQUIRE(cur.size() == seen.tensors.size());
+            for (std::size_t i = 0; i < cur.size(); ++i)
+              std::copy(cur[i].begin(), cur[i].end(), seen.tensors[i].begin());
+          };
+          std::vector<std::vector<float>> g;
+          for (std::uint64_t s = 0; s < 6; ++s) {
+            read();
+            auto const held = pipe.parameters();
+            std::vector<float const*> where;
+            for (auto const& t : held) where.push_back(t.data());
+            gradients(ep.rank(), s, seen, g);
+            for (std::size_t k = g.size(); k-- > 0;) pipe.gradient_ready(k, g[k]);
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the apply thread runs meanwhile
+            model_params still(model());
+            for (std::size_t i = 0; i < held.size(); ++i)
+              std::copy(held[i].begin(), held[i].end(), still.tensors[i].begin());
+            CHECK(still == seen);  // the held buffer is the trainer's until step()
+            pipe.step();
+            if (home == parameter_home::pipeline && s + 1 > staleness)
+              CHECK(pipe.parameters()[0].data() != where[0]);  // swapped by pointer
+            read();
+            tr[r].push_back(seen);
+          }
+          pipe.synchronize();
+          read();
+          tr[r].push_back(seen);
+          if (home == parameter_home::pipeline)
+            CHECK(p.tensors == model_params(model()).tensors);  // attach's spans: untouched
+        });
+        test::rethrow_first(errors);
+      }
+      for (std::size_t r = 0; r < world; ++r) CHECK(trajectory[0][r] == trajectory[1][r]);
+    }
+}
+
+TEST_CASE("pipeline: a checkpoint of pipeline-owned parameters restores into them") {
+  std::vector<std::byte> saved;
+  std::vector<model_params> expected(world, model_params(model())), restored(world, model_params(model()));
+  auto options = [] {
+    pipeline_options o = small_buckets(1, compensation_method::local_step);
+    o.parameters = parameter_home::pipeline;
+    return o;
+  };
+  auto copy_out = [](auto const& pipe, model_params& to) {
+    auto const cur = pipe.parameters();
+    for (std::size_t i = 0; i < cur.size(); ++i) std::copy(cur[i].begin(), cur[i].end(), to.tensors[i].begin());
+  };
+  std::vector<std::vector<std::byte>> blobs(world);
+  auto errors = test::run_local(world, [&](local_transport& ep) {
+    auto const r = static_cast<std::size_t>(ep.rank());
+    model_params p(model()), seen(model());
+    pipeline pipe{top_k{.ratio = 0.1}, residual{}, adam{.lr = 1e-2}, ep, options()};
+    auto spans = p.spans();
+    pipe.attach(model(), spans);
+    std::vector<std::vector<float>> g;
+    for (std::uint64_t s = 0; s < 6; ++s) {
+      if (s == 3) blobs[r] = pipe.save();
+      copy_out(pipe, seen);
+      gradients(ep.rank(), s, seen, g);
+      pipe.step(views(g));
+    }
+    pipe.synchronize();
+    copy_out(pipe, expected[r]);
+  });
+  test::rethrow_first(errors);
+  errors = test::run_local(world, [&](local_transport& ep) {
+    auto const r = static_cast<std::size_t>(ep.rank());
+    model_params p(model()), seen(model());
+    pipeline pipe{top_k{.ratio = 0.1}, residual{}, adam{.lr = 1e-2}, ep, options()};
+    auto spans = p.spans();
+    pipe.attach(model(), spans);
+    pipe.restore(blobs[r]);
+    std::vector<std::vector<float>> g;
+    for (std::uint64_t s = 3; s < 6; ++s) {
+      copy_out(pipe, seen);
+      gradients(ep.rank(), s, seen, g);
+      pipe.step(views(g));
+    }
+    pipe.synchronize();
+    copy_out(pipe, restored[r]);
+  });
+  test::rethrow_first(errors);
+  for (std::size_t r = 0; r < world; ++r) CHECK(restored[r] == expected[r]);
 }
 
 #if defined(__linux__)

@@ -51,6 +51,7 @@ class pipeline_interface {
   virtual void step() = 0;
   virtual void step(std::span<std::span<float const> const> grads) = 0;
   virtual void synchronize() = 0;
+  [[nodiscard]] virtual std::span<std::span<float const> const> parameters() const noexcept = 0;
   virtual void set_batch_sizes(std::span<std::size_t const> batches) = 0;
   [[nodiscard]] virtual std::vector<std::byte> save() = 0;
   virtual void restore(std::span<std::byte const> bytes) = 0;
@@ -96,6 +97,7 @@ class any_pipeline {
   void step() { p_->step(); }
   void step(std::span<std::span<float const> const> grads) { p_->step(grads); }
   void synchronize() { p_->synchronize(); }
+  [[nodiscard]] std::span<std::span<float const> const> parameters() const noexcept { return p_->parameters(); }
   void set_batch_sizes(std::span<std::size_t const> batches) { p_->set_batch_sizes(batches); }
   [[nodiscard]] std::vector<std::byte> save() { return p_->save(); }
   void restore(std::span<std::byte const> bytes) { p_->restore(bytes); }

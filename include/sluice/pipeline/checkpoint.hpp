@@ -86,7 +86,7 @@ inline void put_blob(std::vector<std::byte>& out, std::span<std::byte const> blo
 /// and not applied, else null.
 inline std::vector<std::byte> write_checkpoint(checkpoint_shape const& shape, std::uint64_t run, std::uint64_t steps,
                                                std::uint64_t published, std::span<float const> master,
-                                               std::span<std::span<float> const> user,
+                                               std::span<std::span<float const> const> user,
                                                std::span<std::span<float const> const> kept,
                                                std::span<std::byte const> feedback,
                                                std::span<std::vector<std::byte> const> optimizer,

@@ -52,6 +52,12 @@ struct stage_scheduling {
   friend bool operator==(stage_scheduling const&, stage_scheduling const&) = default;
 };
 
+/// Where the trainer reads its parameters.
+enum class parameter_home : std::uint8_t {
+  trainer,  ///< the spans given to attach(): step() copies each update there, on the trainer's thread
+  pipeline  ///< two pipeline-owned buffers the apply thread fills ahead of time: read parameters() after every step()
+};
+
 /// Options of a pipeline. A regular value.
 struct pipeline_options {
   unsigned staleness = 0;  ///< 0, 1 or 2: the parameters step(t) leaves to the trainer hold updates 0 .. t - s
@@ -67,10 +73,11 @@ struct pipeline_options {
   int kernel_threads = 0;  ///< OpenMP threads each stage thread's kernels may use; 0: omp_get_max_threads()
   staleness_compensation compensation{};  ///< the trainer's parameters with staleness >= 1 (pipeline/staleness.hpp)
   stage_scheduling scheduling{};          ///< the stage threads' priority and cores
+  parameter_home parameters = parameter_home::trainer;  ///< where the trainer reads its parameters
   friend bool operator==(pipeline_options const&, pipeline_options const&) = default;
   /// The fields that change what a pipeline computes (attach checks, checkpoints); timeout,
-  /// broadcast_parameters, measure_residual, kernel_threads and scheduling may differ between
-  /// ranks and runs.
+  /// broadcast_parameters, measure_residual, kernel_threads, scheduling and parameters may differ
+  /// between ranks and runs.
   friend void hash_append(serial::hasher& h, pipeline_options const& o) {
     h("pipeline_options", o.staleness, o.bucket_bytes, o.first_bucket_bytes, o.bypass_below_elements, o.bypass_max_dims,
       o.seed, o.sparse_apply, o.compensation);
@@ -131,10 +138,12 @@ struct fmt::formatter<sluice::pipeline_options> {
         ctx.out(),
         "pipeline_options{{.staleness = {}, .bucket_bytes = {}, .first_bucket_bytes = {}, .bypass_below_elements = {}, "
         ".bypass_max_dims = {}, .seed = {}, .timeout = {}ms, .sparse_apply = {}, .broadcast_parameters = {}, "
-        ".kernel_threads = {}, .compensation = {}, .scheduling = {{.nice = {}, .exchange_nice = {}, .cpus = [",
+        ".kernel_threads = {}, .compensation = {}, .parameters = {}, .scheduling = {{.nice = {}, .exchange_nice = {}, "
+        ".cpus = [",
         o.staleness, o.bucket_bytes, o.first_bucket_bytes, o.bypass_below_elements, o.bypass_max_dims, o.seed,
         o.timeout.count(), o.sparse_apply, o.broadcast_parameters, o.kernel_threads, o.compensation.method,
-        o.scheduling.nice, o.scheduling.exchange_nice);
+        o.parameters == sluice::parameter_home::trainer ? "trainer" : "pipeline", o.scheduling.nice,
+        o.scheduling.exchange_nice);
     for (std::size_t i = 0; i < o.scheduling.cpus.size(); ++i)
       out = fmt::format_to(out, "{}{}", i == 0 ? "" : ", ", o.scheduling.cpus[i]);
     return fmt::format_to(out, "]}}}}");

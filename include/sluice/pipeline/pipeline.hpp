@@ -36,6 +36,7 @@
 #include <sluice/pipeline/detail/buckets.hpp>
 #include <sluice/pipeline/detail/compensation.hpp>
 #include <sluice/pipeline/detail/flat_plan.hpp>
+#include <sluice/pipeline/detail/parameters.hpp>
 #include <sluice/pipeline/detail/rules.hpp>
 #include <sluice/pipeline/detail/stages.hpp>
 #include <sluice/pipeline/exchange.hpp>
@@ -93,7 +94,9 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
   /// same layout and options (errc::size_mismatch naming the first differing tensor, on every
   /// rank, before any gradient moves), copies rank 0's parameters to every rank when
   /// options.broadcast_parameters, and starts the stage threads. `params[i]` is tensor i's fp32
-  /// parameters; the pipeline writes the updated values there inside step(). Once per pipeline.
+  /// parameters; the pipeline writes the updated values there inside step() (or, with
+  /// options.parameters == parameter_home::pipeline, into its own buffers: parameters()). Once per
+  /// pipeline.
   void attach(layout const& l, std::span<std::span<float> const> params) {
     require(!attached_, errc::invalid_argument, "pipeline: attach() was called already");
     detail::pipeline::check_parameters(l, params);
@@ -103,13 +106,12 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
                                           .first_cap_bytes = options_.first_bucket_bytes,
                                           .bypass_below_elements = options_.bypass_below_elements,
                                           .bypass_max_dims = options_.bypass_max_dims});
-    user_.assign(params.begin(), params.end());
     build_buffers();
-    for (std::size_t i = 0; i < user_.size(); ++i) flat_.gather(i, user_[i], master_);
-    if (options_.broadcast_parameters) {
+    for (std::size_t i = 0; i < params.size(); ++i) flat_.gather(i, params[i], master_);
+    if (options_.broadcast_parameters)
       detail::pipeline::broadcast_parameters(t_, std::span<float>(master_), options_.timeout);
-      for (std::size_t i = 0; i < user_.size(); ++i) flat_.scatter(i, master_, user_[i]);
-    }
+    params_.reset(options_.parameters, layout_, params);
+    if (options_.broadcast_parameters || params_.owned()) write_parameters(master_, 0);
     ahead_.published(master_);
     attached_ = true;
     stages_.start({[this] { encode_loop(); }, [this] { exchange_loop(); }, [this] { apply_loop(); }},
@@ -205,6 +207,12 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
     hook_ = std::move(hook);
   }
 
+  /// The parameters the trainer holds now, tensor by tensor: the spans given to attach(), or with
+  /// parameter_home::pipeline the pipeline's buffer of the last published update. Valid until the
+  /// next step(), synchronize() or restore() (the two buffers swap; the apply thread fills the
+  /// other one meanwhile). Read-only for the trainer.
+  [[nodiscard]] std::span<std::span<float const> const> parameters() const noexcept { return params_.current(); }
+
   /// Steps completed by the trainer (calls of step()).
   [[nodiscard]] std::uint64_t steps() const noexcept { return step_; }
   /// Updates written to the trainer's parameters.
@@ -244,8 +252,8 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
     }
     std::vector<std::span<float const>> kept;  // local_step's in-flight gradients
     for (std::uint64_t k = ahead_.kept_from(step_); k < step_; ++k) kept.emplace_back(grads_[k % grads_.size()]);
-    return detail::pipeline::write_checkpoint(shape(), run_, step_, published_, master_, user_, kept, fstate_->save(),
-                                              optimizer, sums);
+    return detail::pipeline::write_checkpoint(shape(), run_, step_, published_, master_, params_.current(), kept,
+                                              fstate_->save(), optimizer, sums);
   }
 
   /// Restores save()'s bytes into a pipeline attached to the same layout with the same policies,
@@ -281,7 +289,9 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
       pending[b] = saved.pending ? 1 : 0;
       if (saved.pending) detail::pipeline::load_pending(bk.sum, std::move(saved), bk.elements);
     }
-    for (std::size_t i = 0; i < user_.size(); ++i) std::copy(c.user[i].begin(), c.user[i].end(), user_[i].begin());
+    auto const to = params_.buffer(published_);
+    for (std::size_t i = 0; i < to.size(); ++i) std::copy(c.user[i].begin(), c.user[i].end(), to[i].begin());
+    params_.make_current(published_);
     stages_.restore(step_, published_, pending);
   }
 
@@ -311,7 +321,7 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
                                          .staleness = options_.staleness,
                                          .master = master_.size()};
     s.keeps_gradients = ahead_.is(compensation_method::local_step);
-    for (auto const& u : user_) s.user.push_back(u.size());
+    for (auto const& u : params_.current()) s.user.push_back(u.size());
     for (auto const& bk : buckets_) {
       s.bucket_elements.push_back(bk.elements);
       s.bucket_sparse.push_back(bk.sum.sparse ? 1 : 0);
@@ -364,15 +374,23 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
       if (u == updates) {
         bool const ahead = ahead_.active() && step_ > u;
         if (ahead) stages_.wait_viewed(u, step_);
-        auto const t0 = clock::now();
-        auto const& view = ahead ? ahead_.ahead() : master_;
-        for (std::size_t i = 0; i < user_.size(); ++i) flat_.scatter(i, view, user_[i]);
-        stages_.emit(stage::publish, {step_ - 1, 0}, stage_thread::trainer, t0, detail::pipeline::seconds_since(t0),
-                     view.size() * sizeof(float));
+        // The apply thread wrote an owned buffer already, unless it holds a view the trainer
+        // does not get (synchronize() with compensation on).
+        if (!params_.owned() || (ahead_.active() && !ahead)) write_parameters(ahead ? ahead_.ahead() : master_, u);
+        params_.make_current(u);
       }
       published_ = u;
       stages_.publish(u);
     }
+  }
+
+  // The trainer's thread writes `flat` (master weights or view) as update u's parameters.
+  void write_parameters(std::vector<float> const& flat, std::uint64_t u) {
+    auto const t0 = clock::now();
+    auto const to = params_.buffer(u);
+    for (std::size_t i = 0; i < to.size(); ++i) flat_.scatter(i, flat, to[i]);
+    stages_.emit(stage::publish, {step_ > 0 ? step_ - 1 : 0, 0}, stage_thread::trainer, t0,
+                 detail::pipeline::seconds_since(t0), flat.size() * sizeof(float));
   }
 
   // --- the stage threads' loops -------------------------------------------------------------
@@ -475,6 +493,7 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
       auto const t0 = clock::now();
       if (job == detail::pipeline::apply_job::view) {  // w.step: the update bucket w.bucket holds
         ahead_.view(opt_, master_, bk, grads_, w.step);
+        if (params_.owned()) flat_.scatter_bucket(w.bucket, ahead_.ahead(), params_.buffer(w.step));
         stages_.emit(stage::view, w, stage_thread::apply, t0, detail::pipeline::seconds_since(t0),
                      bk.elements * sizeof(float));
         stages_.viewed(w);
@@ -490,6 +509,8 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
         for (float& x : bk.sum.dense) x /= world;
         sluice::step(opt_, bk.ostate, params, std::span<float const>(bk.sum.dense));
       }
+      // The owned buffer of update w.step + 1 (with compensation on, the view goes there instead).
+      if (params_.owned() && !ahead_.active()) flat_.scatter_bucket(w.bucket, master_, params_.buffer(w.step + 1));
       double const secs = detail::pipeline::seconds_since(t0);
       stages_.emit(stage::apply, w, stage_thread::apply, t0, secs, bk.elements * sizeof(float));
       stages_.applied(w, secs);
@@ -514,7 +535,7 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
   bucket_plan plan_{};
   bool attached_ = false;
   std::uint64_t run_ = 0;
-  std::vector<std::span<float>> user_;
+  detail::pipeline::published_parameters params_;
   detail::pipeline::flat_plan flat_;
   detail::pipeline::compensator<O> ahead_;  // staleness compensation
   std::vector<bucket> buckets_;

@@ -129,6 +129,12 @@ class flat_plan {
     }
     return bad == 0;
   }
+  /// Copies bucket b's range of a flat buffer into the tensors' memory (dst[i]: tensor i).
+  void scatter_bucket(std::size_t b, std::span<float const> flat,
+                      std::span<std::span<float> const> dst) const noexcept {
+    for (auto const& [i, p] : bucket_pieces_[b])
+      std::memcpy(dst[i].data() + p.offset, flat.data() + p.flat, p.count * sizeof(float));
+  }
   void scatter(std::size_t i, std::span<float const> flat, std::span<float> dst) const noexcept {
     for (auto const& p : placements_[i])
       std::memcpy(dst.data() + p.offset, flat.data() + p.flat, p.count * sizeof(float));
