@@ -36,9 +36,7 @@ class model final : public pipeline_interface {
   void step() override { p_.step(); }
   void step(std::span<std::span<float const> const> grads) override { p_.step(grads); }
   void synchronize() override { p_.synchronize(); }
-  [[nodiscard]] std::span<std::span<float const> const> parameters() const noexcept override {
-    return p_.parameters();
-  }
+  [[nodiscard]] std::span<std::span<float const> const> parameters() const noexcept override { return p_.parameters(); }
   void set_batch_sizes(std::span<std::size_t const> batches) override { p_.set_batch_sizes(batches); }
   [[nodiscard]] std::vector<std::byte> save() override { return p_.save(); }
   void restore(std::span<std::byte const> bytes) override { p_.restore(bytes); }

@@ -124,29 +124,33 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
   /// the memory must stay valid and unchanged until this step's step() returns (step() waits
   /// for those reads only, never for an exchange).
   void gradient_ready(std::size_t tensor, std::span<float const> grad) {
-    check_usable("gradient_ready");
-    detail::pipeline::check_gradient(layout_, tensor, grad.size(), reported_, step_);
-    if (reported_count_ == 0) begin_step();
-    reported_[tensor] = 1;
-    ++reported_count_;
-    handed_[tensor] = grad;
-    ready_.clear();
-    for (auto const& [b, chunks] : flat_.buckets_of(tensor))
-      if ((pending_[b] -= chunks) == 0) ready_.push_back(b);
-    stages_.push_encode(step_, ready_);
+    lend_gradients([&] {
+      check_usable("gradient_ready");
+      detail::pipeline::check_gradient(layout_, tensor, grad.size(), reported_, step_);
+      if (reported_count_ == 0) begin_step();
+      reported_[tensor] = 1;
+      ++reported_count_;
+      handed_[tensor] = grad;
+      ready_.clear();
+      for (auto const& [b, chunks] : flat_.buckets_of(tensor))
+        if ((pending_[b] -= chunks) == 0) ready_.push_back(b);
+      stages_.push_encode(step_, ready_);
+    });
   }
 
   /// Ends the step whose gradients were handed in through gradient_ready (all tensors must have
   /// been). Returns once the gradients were read and the parameters hold updates 0 .. t -
   /// staleness (t: this step's index), written to the spans given to attach().
   void step() {
-    check_usable("step");
-    detail::pipeline::check_complete(layout_, reported_, reported_count_, step_);
     std::uint64_t const t = step_;
-    std::fill(reported_.begin(), reported_.end(), std::uint8_t{0});
-    reported_count_ = 0;
-    ++step_;
-    stages_.wait_read(step_, t);
+    lend_gradients([&] {
+      check_usable("step");
+      detail::pipeline::check_complete(layout_, reported_, reported_count_, step_);
+      std::fill(reported_.begin(), reported_.end(), std::uint8_t{0});
+      reported_count_ = 0;
+      ++step_;
+      stages_.wait_read(step_, t);
+    });
     auto const s = static_cast<std::uint64_t>(options_.staleness);
     publish(t + 1 > s ? t + 1 - s : 0);
   }
@@ -306,6 +310,18 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
   using work = detail::pipeline::work;
   using bucket = detail::pipeline::bucket<C, O, Collective>;
 
+  // Runs a trainer's call that lends gradients: if it throws, no read of them runs any more when
+  // the error leaves the pipeline, so the trainer may free them as it unwinds.
+  template <class Body>
+  void lend_gradients(Body&& body) {
+    try {
+      body();
+    } catch (...) {
+      stages_.drain_reads();
+      throw;
+    }
+  }
+
   void check_usable(char const* what) {
     require(attached_, errc::invalid_argument, "pipeline: {}() before attach()", what);
     stages_.rethrow_failure();
@@ -410,11 +426,11 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
       std::span<float const> const grad(g.data() + bk.first, bk.elements);
       if (job == detail::pipeline::encode_job::read) {  // out of the trainer's memory, its step() waits
         bool const finite = flat_.gather_bucket(w.bucket, handed_, g, in_force_.get(w.step).weight);
-        if (!finite && rules::checks_finite(feedback_)) throw_non_finite(w, grad);
         finite_[finite_slot(w)] = finite ? 1 : 0;
         stages_.emit(stage::read, w, stage_thread::encode, t0, detail::pipeline::seconds_since(t0),
                      bk.elements * sizeof(float));
-        stages_.read(w);
+        stages_.read(w);  // the trainer's memory is no longer read, whatever follows
+        if (!finite && rules::checks_finite(feedback_)) throw_non_finite(w, grad);
         continue;
       }
       C const codec = in_force_.get(w.step).codec;

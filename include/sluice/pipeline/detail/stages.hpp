@@ -310,6 +310,7 @@ class stages {
       return false;
     auto& q = read_queue_.empty() ? encode_queue_ : read_queue_;
     job = read_queue_.empty() ? encode_job::encode : encode_job::read;
+    reading_ = job == encode_job::read;
     w = q.front();
     q.pop_front();
     return true;
@@ -318,8 +319,15 @@ class stages {
     {
       std::lock_guard lock(m_);
       progress_[w.bucket].read = w.step + 1;
+      reading_ = false;
     }
     cv_.notify_all();
+  }
+  /// A trainer's call is failing: waits until no read of its gradients runs or will run (they are
+  /// all read, or the stages stopped), so the trainer may free them as the error unwinds.
+  void drain_reads() {
+    std::unique_lock lock(m_);
+    cv_.wait(lock, [&] { return !reading_ && (read_queue_.empty() || stop_ || failure_); });
   }
   void encoded(work w, std::size_t bytes, double seconds, double residual_sq) {
     {
@@ -481,6 +489,7 @@ class stages {
   std::vector<bucket_progress> progress_;
   std::deque<work> read_queue_, encode_queue_, apply_queue_;
   unsigned view_lag_ = 0;
+  bool reading_ = false;  // the encode thread is reading a gradient out of the trainer's memory
   std::uint64_t published_ = 0;
   bool stop_ = false;
   std::exception_ptr failure_;
