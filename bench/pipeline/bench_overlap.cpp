@@ -201,7 +201,10 @@ void grid(benchmark::internal::Benchmark* b) {
             if (s > 0 || comp == 1) b->Args({ranks, s, c, 0, 10, comp, home});
   for (int home : {0, 1})
     for (int ranks : {1, 2})
-      for (int c : {100, 150}) b->Args({ranks, 0, c, 1, 10, 1, home});
+      for (int c : {100, 150}) {
+        b->Args({ranks, 0, c, 1, 10, 1, home});
+        b->Args({ranks, 1, c, 1, 10, 0, home});
+      }
   b->Args({1, 1, 100, 0, 0, 0, 0});  // the stage threads at the trainer's priority
   b->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1);
 }
