@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # scripts/pipeline_timeline.sh [BUILD_DIR] [OUT.png]
 # Runs examples/pipeline_telemetry with staleness 0 and 1 (2 ranks, 40 ms of stand-in compute per
-# step) and plots rank 0's stage samples as a timeline: one row per thread (trainer wait, encode,
-# exchange, apply), one panel per staleness. Needs gnuplot (Debian gnuplot-nox; installed when
+# step) and plots rank 0's stage samples as a timeline: one row per thread (the trainer's waits and
+# its copy of the parameters; the encode thread's reads and encodes; exchange; the apply thread's
+# applies and compensated views), one panel per staleness. Needs gnuplot (Debian gnuplot-nox; installed when
 # missing) and python3. Not run in CI.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -14,10 +15,10 @@ cmake --build "$build" --target pipeline_telemetry -j "$(sluice_jobs)" >/dev/nul
 tmp=$(mktemp -d)
 for s in 0 1; do
   "$build/examples/pipeline_telemetry" "$tmp/s$s.jsonl" "$s" 40 6
-  # One line per sample: start, end, row (0 wait, 1 encode, 2 exchange, 3 apply), bucket.
+  # One line per sample: start, end, row (0 trainer, 1 encode thread, 2 exchange, 3 apply thread), bucket.
   python3 - "$tmp/s$s.jsonl" > "$tmp/s$s.tsv" <<'PY'
 import json, sys
-rows = {"wait": 0, "encode": 1, "exchange": 2, "apply": 3}
+rows = {"wait": 0, "publish": 0, "read": 1, "encode": 1, "exchange": 2, "apply": 3, "view": 3}
 for line in open(sys.argv[1]):
     d = json.loads(line)
     if "stage" in d:
@@ -28,7 +29,7 @@ gnuplot <<GP
 set terminal pngcairo size 1200,600 font "sans,11"
 set output "$out"
 set multiplot layout 2,1
-set ytics ("trainer waits" 0, "encode" 1, "exchange" 2, "apply" 3)
+set ytics ("trainer (waits, copy)" 0, "read + encode" 1, "exchange" 2, "apply (+ view)" 3)
 set yrange [-0.6:3.6]
 set grid x
 set xlabel "ms since attach (rank 0; 40 ms of compute per step)"
