@@ -145,11 +145,12 @@ TEST_CASE("policies are regular, printable values") {
   CHECK(a == b);
   b.beta2 = 0.95;
   CHECK_FALSE(a == b);
-  CHECK(fmt::format("{}", a).find("adam{lr=0.0003") == 0);
-  CHECK(fmt::format("{}", adamw{}).find("weight_decay=0.01") != std::string::npos);
-  CHECK(fmt::format("{}", sgd{.momentum = 0.9, .nesterov = true}).find("nesterov=true") != std::string::npos);
+  CHECK(fmt::format("{}", a).find("adam{.lr = 0.0003") == 0);
+  CHECK(fmt::format("{}", adamw{}).find(".weight_decay = 0.01") != std::string::npos);
+  CHECK(fmt::format("{}", sgd{.momentum = 0.9, .nesterov = true}).find(".nesterov = true") != std::string::npos);
   CHECK(fmt::format("{}", sparse_mode::catch_up) == "catch_up");
-  CHECK(fmt::format("{}", adam{}.layout()) == "state_layout{moments=2, moment_type=f32, per_entry_steps=false}");
+  CHECK(fmt::format("{}", adam{}.layout()) ==
+        "state_layout{.moments = 2, .moment_type = f32, .per_entry_steps = false}");
   CHECK(sgd{}.layout().moments == 0);
   CHECK(sgd{.momentum = 0.5}.layout().moments == 1);
   CHECK(adam{.sparse = sparse_mode::catch_up}.layout().per_entry_steps);

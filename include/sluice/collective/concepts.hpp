@@ -50,7 +50,8 @@ inline constexpr std::uint32_t tags_per_collective = 16;
 template <>
 struct fmt::formatter<sluice::collective_context> : fmt::formatter<std::string_view> {
   auto format(sluice::collective_context const& c, format_context& ctx) const {
-    return fmt::format_to(ctx.out(), "collective_context{{step={}, tensor={}, seed={}, timeout={}ms, tag={}}}", c.step,
-                          c.tensor, c.seed, c.timeout.count(), sluice::to_underlying(c.tag));
+    return fmt::format_to(ctx.out(),
+                          "collective_context{{.step = {}, .tensor = {}, .seed = {}, .timeout = {}ms, .tag = {}}}",
+                          c.step, c.tensor, c.seed, c.timeout.count(), sluice::to_underlying(c.tag));
   }
 };

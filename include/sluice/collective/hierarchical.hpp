@@ -121,6 +121,6 @@ void hierarchical_allreduce(T& t, Local const& local_codec, Global const& global
 template <>
 struct fmt::formatter<sluice::hierarchical_options> : fmt::formatter<std::string_view> {
   auto format(sluice::hierarchical_options const& o, format_context& ctx) const {
-    return fmt::format_to(ctx.out(), "hierarchical_options{{group_size={}}}", o.group_size);
+    return fmt::format_to(ctx.out(), "hierarchical_options{{.group_size = {}}}", o.group_size);
   }
 };

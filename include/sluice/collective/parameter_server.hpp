@@ -121,6 +121,6 @@ void parameter_server(T& t, Push const& push_codec, Pull const& pull_codec, std:
 template <>
 struct fmt::formatter<sluice::parameter_server_options> : fmt::formatter<std::string_view> {
   auto format(sluice::parameter_server_options const& o, format_context& ctx) const {
-    return fmt::format_to(ctx.out(), "parameter_server_options{{servers={}}}", o.servers);
+    return fmt::format_to(ctx.out(), "parameter_server_options{{.servers = {}}}", o.servers);
   }
 };

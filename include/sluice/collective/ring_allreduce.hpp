@@ -130,6 +130,6 @@ void ring_allreduce(T& t, std::span<float> data, collective_context const& ctx, 
 template <>
 struct fmt::formatter<sluice::ring_allreduce_options> : fmt::formatter<std::string_view> {
   auto format(sluice::ring_allreduce_options const& o, format_context& ctx) const {
-    return fmt::format_to(ctx.out(), "ring_allreduce_options{{use_native={}}}", o.use_native);
+    return fmt::format_to(ctx.out(), "ring_allreduce_options{{.use_native = {}}}", o.use_native);
   }
 };

@@ -381,7 +381,7 @@ void sparse_allgather_encoded(T& t, C const& codec, std::span<std::byte const> m
 template <>
 struct fmt::formatter<sluice::sparse_allgather_options> : fmt::formatter<std::string_view> {
   auto format(sluice::sparse_allgather_options const& o, format_context& ctx) const {
-    return fmt::format_to(ctx.out(), "sparse_allgather_options{{dense_above={}, chunk_elements={}}}", o.dense_above,
-                          o.chunk_elements);
+    return fmt::format_to(ctx.out(), "sparse_allgather_options{{.dense_above = {}, .chunk_elements = {}}}",
+                          o.dense_above, o.chunk_elements);
   }
 };

@@ -69,8 +69,10 @@ template <>
 struct fmt::formatter<sluice::adam> : fmt::formatter<std::string_view> {
   template <class Ctx>
   auto format(sluice::adam const& o, Ctx& ctx) const {
-    return fmt::format_to(
-        ctx.out(), "adam{{lr={}, beta1={}, beta2={}, eps={}, weight_decay={}, sparse={}, state_type={}, seed={}}}",
-        o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.sparse, sluice::to_string(o.state_type), o.seed);
+    return fmt::format_to(ctx.out(),
+                          "adam{{.lr = {}, .beta1 = {}, .beta2 = {}, .eps = {}, .weight_decay = {}, .sparse = {}, "
+                          ".state_type = {}, .seed = {}}}",
+                          o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.sparse, sluice::to_string(o.state_type),
+                          o.seed);
   }
 };

@@ -82,10 +82,10 @@ template <>
 struct fmt::formatter<sluice::sgd> : fmt::formatter<std::string_view> {
   template <class Ctx>
   auto format(sluice::sgd const& o, Ctx& ctx) const {
-    return fmt::format_to(ctx.out(),
-                          "sgd{{lr={}, momentum={}, dampening={}, weight_decay={}, nesterov={}, sparse={}, "
-                          "state_type={}, seed={}}}",
-                          o.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov, o.sparse,
-                          sluice::to_string(o.state_type), o.seed);
+    return fmt::format_to(
+        ctx.out(),
+        "sgd{{.lr = {}, .momentum = {}, .dampening = {}, .weight_decay = {}, .nesterov = {}, .sparse = {}, "
+        ".state_type = {}, .seed = {}}}",
+        o.lr, o.momentum, o.dampening, o.weight_decay, o.nesterov, o.sparse, sluice::to_string(o.state_type), o.seed);
   }
 };

@@ -262,7 +262,7 @@ template <>
 struct fmt::formatter<sluice::state_layout> : fmt::formatter<std::string_view> {
   template <class Ctx>
   auto format(sluice::state_layout const& l, Ctx& ctx) const {
-    return fmt::format_to(ctx.out(), "state_layout{{moments={}, moment_type={}, per_entry_steps={}}}", l.moments,
-                          sluice::to_string(l.moment_type), l.per_entry_steps);
+    return fmt::format_to(ctx.out(), "state_layout{{.moments = {}, .moment_type = {}, .per_entry_steps = {}}}",
+                          l.moments, sluice::to_string(l.moment_type), l.per_entry_steps);
   }
 };

@@ -134,11 +134,12 @@ static_assert(Transport<faulty<local_transport>>);
 template <>
 struct fmt::formatter<sluice::fault_plan> : fmt::formatter<std::string_view> {
   auto format(sluice::fault_plan const& p, format_context& ctx) const {
-    return fmt::format_to(ctx.out(),
-                          "fault_plan{{delay={}ms, stall_send={}, stall={}ms, drop_send={}, duplicate_send={}, "
-                          "corrupt_send={}, corrupt_offset={}, "
-                          "kill_at_send={}, peer={}}}",
-                          p.delay.count(), p.stall_send, p.stall.count(), p.drop_send, p.duplicate_send, p.corrupt_send,
-                          p.corrupt_offset, p.kill_at_send, p.peer);
+    return fmt::format_to(
+        ctx.out(),
+        "fault_plan{{.delay = {}ms, .stall_send = {}, .stall = {}ms, .drop_send = {}, .duplicate_send = {}, "
+        ".corrupt_send = {}, .corrupt_offset = {}, "
+        ".kill_at_send = {}, .peer = {}}}",
+        p.delay.count(), p.stall_send, p.stall.count(), p.drop_send, p.duplicate_send, p.corrupt_send, p.corrupt_offset,
+        p.kill_at_send, p.peer);
   }
 };

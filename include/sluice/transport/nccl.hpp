@@ -411,6 +411,7 @@ class nccl_transport {
 template <>
 struct fmt::formatter<sluice::nccl_options> : fmt::formatter<std::string_view> {
   auto format(sluice::nccl_options const& o, format_context& ctx) const {
-    return fmt::format_to(ctx.out(), "nccl_options{{device={}, staging_elements={}}}", o.device, o.staging_elements);
+    return fmt::format_to(ctx.out(), "nccl_options{{.device = {}, .staging_elements = {}}}", o.device,
+                          o.staging_elements);
   }
 };

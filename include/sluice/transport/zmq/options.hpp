@@ -65,7 +65,8 @@ template <>
 struct fmt::formatter<sluice::zmq_options> : fmt::formatter<std::string_view> {
   auto format(sluice::zmq_options const& o, format_context& ctx) const {
     return fmt::format_to(
-        ctx.out(), "zmq_options{{endpoints=[{}], rank={}, world_size={}, master={}:{}, scheme={}, curve={}}}",
+        ctx.out(),
+        "zmq_options{{.endpoints = [{}], .rank = {}, .world_size = {}, .master = {}:{}, .scheme = {}, .curve = {}}}",
         fmt::join(o.endpoints, ", "), o.rank, o.world_size, o.master_addr, o.master_port, o.scheme, o.curve);
   }
 };
