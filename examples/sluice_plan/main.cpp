@@ -160,6 +160,25 @@ sluice::problem parse_problem(json const& j) {
         p.efficiency.staleness[s] = e["staleness"][s].get<double>();
       }
     }
+    if (e.contains("runs")) {
+      // Measured steps to the target (fit_efficiency): they replace reference_steps, the
+      // staleness multipliers they measure and the compression curve.
+      std::vector<sluice::efficiency_run> runs;
+      std::size_t k = 0;
+      for (auto const& r : list(e, "runs")) {
+        std::string const where = fmt::format("efficiency.runs[{}]", k++);
+        require(r.is_object() && r.contains("global_batch") && r.contains("steps"), errc::invalid_argument,
+                "{}: a run is {{\"density\": d (default 1), \"staleness\": s (default 0), \"global_batch\": b, "
+                "\"steps\": n}}",
+                where);
+        runs.push_back({number(r, "density", where, 1.0),
+                        static_cast<int>(count(r.contains("staleness") ? r["staleness"] : json(0), where + " staleness",
+                                               0, max_staleness)),
+                        count(r["global_batch"], where + " global_batch", 1, batch_limit),
+                        number(r, "steps", where, -1)});
+      }
+      p.efficiency = sluice::fit_efficiency(runs, p.efficiency);
+    }
   }
   return p;
 }

@@ -57,3 +57,19 @@ check(group_2p40 "\"group\": 2" "\"group\": 1099511627776" "links[0] group")
 check(global_batch_2p40 "\"global_batches\": [8, 16]" "\"global_batches\": [8, 1099511627776]" "global_batches")
 check(shape_2p41 "\"shape\": [1000, 100]" "\"shape\": [2199023255552, 100]" "model[0] shape")
 check(shape_float "\"shape\": [1000, 100]" "\"shape\": [1000.5, 100]" "model[0] shape")
+
+# Measured runs (efficiency.runs, fitted by fit_efficiency): each field checked and named.
+set(gb "\"global_batches\": [8, 16]")
+set(runs "{\"density\": 1, \"staleness\": 0, \"global_batch\": 16, \"steps\": 900}, {\"density\": 0.01, \"staleness\": 1, \"global_batch\": 16, \"steps\": 1400}")
+check(runs_ok "${gb}" "${gb}, \"efficiency\": {\"runs\": [${runs}]}" "")
+check(runs_staleness_3 "${gb}" "${gb}, \"efficiency\": {\"runs\": [${runs}, {\"staleness\": 3, \"global_batch\": 16, \"steps\": 9}]}"
+      "efficiency.runs[2] staleness")
+check(runs_batch_2p40 "${gb}" "${gb}, \"efficiency\": {\"runs\": [${runs}, {\"global_batch\": 1099511627776, \"steps\": 9}]}"
+      "efficiency.runs[2] global_batch")
+check(runs_no_steps "${gb}" "${gb}, \"efficiency\": {\"runs\": [${runs}, {\"global_batch\": 16}]}"
+      "efficiency.runs[2]: a run is")
+check(runs_no_dense "${gb}"
+      "${gb}, \"efficiency\": {\"runs\": [{\"density\": 0.01, \"global_batch\": 16, \"steps\": 1400}]}"
+      "no dense staleness-0 run")
+check(runs_density_2 "${gb}" "${gb}, \"efficiency\": {\"runs\": [${runs}, {\"density\": 2, \"global_batch\": 16, \"steps\": 9}]}"
+      "run 2 has density 2")

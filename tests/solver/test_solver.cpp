@@ -128,6 +128,69 @@ TEST_CASE("efficiency_model: batch law, compression curve and staleness") {
   CHECK_THROWS_AS(bad.validate(), error);
 }
 
+// Steps to 0.88 test accuracy of the Fashion-MNIST MLP (examples/fashion_mnist, 4 workers x 64,
+// Adam 1e-3, default compensation), docs/performance/e2e.md: dense 936 / 936 / 1287 steps at
+// staleness 0 / 1 / 2, block_top_k 1 % + residual 1989 / 1404 / 1287.
+std::vector<efficiency_run> const fashion_mnist_runs{{1.0, 0, 256, 936},   {1.0, 1, 256, 936},   {1.0, 2, 256, 1287},
+                                                     {0.01, 0, 256, 1989}, {0.01, 1, 256, 1404}, {0.01, 2, 256, 1287}};
+
+TEST_CASE("fit_efficiency: multipliers from measured steps to the target") {
+  efficiency_model const m = fit_efficiency(fashion_mnist_runs);
+  CHECK(m.reference_steps == doctest::Approx(936));
+  CHECK(m.reference_batch == doctest::Approx(256));
+  CHECK(m.staleness[0] == doctest::Approx(1.0));
+  CHECK(m.staleness[1] == doctest::Approx(1.0));
+  CHECK(m.staleness[2] == doctest::Approx(1287.0 / 936));
+  // block_top_k's runs over reference x staleness: 2.125, 1.5, 1.0; the median.
+  REQUIRE(m.compression_curve.size() == 2);
+  CHECK(m.compression_curve[1].first == doctest::Approx(0.01));
+  CHECK(m.compression_curve[1].second == doctest::Approx(1.5));
+  CHECK(std::isinf(m.compression_factor(0.001)));  // sparser than any run: refused
+  // Runs at another batch are normalised by the batch law first.
+  efficiency_model base;
+  base.noise_scale = 256;
+  std::vector<efficiency_run> const scaled{{1.0, 0, 512, 936 * base.batch_factor(512)}};
+  CHECK(fit_efficiency(scaled, base).reference_steps == doctest::Approx(936));
+  // What a fit cannot do is an error that says what to measure.
+  std::vector<efficiency_run> const no_dense{{0.01, 0, 256, 1989}};
+  CHECK_THROWS_WITH_AS((void)fit_efficiency(no_dense), doctest::Contains("no dense staleness-0 run"), error);
+  std::vector<efficiency_run> const bad{{1.0, 0, 256, 936}, {1.0, 3, 256, 900}};
+  CHECK_THROWS_WITH_AS((void)fit_efficiency(bad), doctest::Contains("run 1 has density 1, staleness 3"), error);
+}
+
+TEST_CASE("a measured curve: no staleness or ratio that costs more steps than it saves time") {
+  problem p;
+  for (int w = 0; w < 4; ++w) p.workers.push_back({{0.0, 1e-4}, 256});  // 6.4 ms for 64 samples
+  p.model.add("fc1.w", {256, 784});
+  p.model.add("fc1.b", {256});
+  p.model.add("fc2.w", {128, 256});
+  p.model.add("fc2.b", {128});
+  p.model.add("fc3.w", {10, 128});
+  p.model.add("fc3.b", {10});
+  p.codecs = {{identity{}, 0}, {block_top_k{.ratio = 0.01}, 1e-10}, {top_k{.ratio = 0.001}, 1e-10}};
+  p.global_batches = {256};
+  p.links = {{4, 1.25e9, 1e-4}};
+  p.efficiency = fit_efficiency(fashion_mnist_runs);
+  solver const s(p);
+  // 10 Gbit/s: the exchange is cheap, so neither compression (1.5x the steps) nor staleness 2
+  // (1.375x) can pay for itself.
+  plan const fast = s.solve({}, std::vector<double>{1.25e9});
+  CHECK(density(fast.codec) == doctest::Approx(1.0));
+  CHECK(fast.staleness != 2);
+  // 100 Mbit/s: the dense exchange (about 1.4 MB a step per worker) costs far more than 1.5x the
+  // steps of block_top_k 1 %; top_k 0.1 % is sparser than any measured run and never chosen.
+  plan const slow = s.solve({}, std::vector<double>{1.25e7});
+  CHECK(density(slow.codec) == doctest::Approx(0.01));
+  for (double bw = 1.25e10; bw > 1e6; bw /= 2) CHECK(density(s.solve({}, std::vector<double>{bw}).codec) >= 0.01);
+  // Whatever it chooses, its predicted time to accuracy is the best among the candidates.
+  for (auto const& c : p.codecs)
+    for (int st : p.staleness) {
+      plan const q{c.codec, 256, {64, 64, 64, 64}, p.bucket_caps[0], st, {}};
+      CHECK(slow.predicted.time_to_accuracy <=
+            s.predict(q, std::vector<double>{1.25e7}).time_to_accuracy * (1 + 1e-12));
+    }
+}
+
 TEST_CASE("the cost model of one bucket is the sum of its stages, by hand") {
   problem p;
   p.workers = {{{0.01, 0.001}, 64}, {{0.02, 0.0021}, 64}};

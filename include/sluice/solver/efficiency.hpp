@@ -7,7 +7,9 @@
 #include <array>
 #include <cmath>
 #include <cstddef>
+#include <functional>
 #include <limits>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -86,5 +88,76 @@ struct efficiency_model {
            staleness[static_cast<std::size_t>(s)];
   }
 };
+
+/// One measured run: the steps a configuration took to reach the target accuracy (same model,
+/// data, optimizer and target as the other runs of a fit).
+struct efficiency_run {
+  double density = 1;            ///< codec density (codec_strength: 1 dense, the ratio, bits / 32)
+  int staleness = 0;             ///< pipeline staleness, 0..2 (with the compensation the run used)
+  std::size_t global_batch = 0;  ///< samples per step over all workers, > 0
+  double steps = 0;              ///< steps to the target, finite and > 0
+};
+
+/// The efficiency model of measured runs, so that the solver trades step time against the steps a
+/// configuration really costs on this model. `base` gives the noise scale (steps are normalised
+/// to base.reference_batch by the batch law first) and every part the runs do not measure:
+///  - reference_steps: the median of the dense staleness-0 runs (required);
+///  - staleness[s]: the median of the dense runs at s over reference_steps, at least 1 (the
+///    base's where no dense run has that staleness);
+///  - compression_curve: (1, 1), then one point per measured density d < 1, its multiplier the
+///    median over its runs of steps / (reference_steps x staleness[s]), at least 1. Densities
+///    sparser than the sparsest run are refused (+infinity steps): nothing beyond what was measured
+///    is recommended.
+/// errc::invalid_argument for a run outside these ranges or without a dense staleness-0 run.
+[[nodiscard]] inline efficiency_model fit_efficiency(std::span<efficiency_run const> runs,
+                                                     efficiency_model const& base = {}) {
+  base.validate();
+  efficiency_model m = base;
+  auto const median = [](std::vector<double>& v) {
+    std::sort(v.begin(), v.end());
+    std::size_t const n = v.size();
+    return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  };
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    auto const& r = runs[i];
+    require(r.density > 0 && r.density <= 1 && r.staleness >= 0 && r.staleness <= 2 && r.global_batch > 0 &&
+                r.steps > 0 && std::isfinite(r.steps),
+            errc::invalid_argument,
+            "fit_efficiency: run {} has density {}, staleness {}, global batch {}, steps {}; densities are in "
+            "(0, 1], staleness 0..2, batches > 0, steps finite and > 0",
+            i, r.density, r.staleness, r.global_batch, r.steps);
+  }
+  auto const normalised = [&](efficiency_run const& r) { return r.steps / base.batch_factor(r.global_batch); };
+  auto const dense = [](efficiency_run const& r) { return r.density >= 1; };
+  std::vector<double> v;
+  for (auto const& r : runs)
+    if (dense(r) && r.staleness == 0) v.push_back(normalised(r));
+  require(!v.empty(), errc::invalid_argument,
+          "fit_efficiency: no dense staleness-0 run among {} runs; measure one (codec identity, staleness 0): "
+          "every multiplier is relative to it",
+          runs.size());
+  m.reference_steps = median(v);
+  for (int s = 1; s <= 2; ++s) {
+    v.clear();
+    for (auto const& r : runs)
+      if (dense(r) && r.staleness == s) v.push_back(normalised(r) / m.reference_steps);
+    if (!v.empty()) m.staleness[static_cast<std::size_t>(s)] = std::max(1.0, median(v));
+  }
+  std::vector<double> densities;
+  for (auto const& r : runs)
+    if (!dense(r)) densities.push_back(r.density);
+  std::sort(densities.begin(), densities.end(), std::greater<>{});
+  densities.erase(std::unique(densities.begin(), densities.end()), densities.end());
+  m.compression_curve = {{1.0, 1.0}};
+  for (double d : densities) {
+    v.clear();
+    for (auto const& r : runs)
+      if (r.density == d)
+        v.push_back(normalised(r) / (m.reference_steps * m.staleness[static_cast<std::size_t>(r.staleness)]));
+    m.compression_curve.push_back({d, std::max(1.0, median(v))});
+  }
+  m.validate();
+  return m;
+}
 
 }  // namespace sluice
