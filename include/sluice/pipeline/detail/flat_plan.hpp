@@ -115,8 +115,9 @@ class flat_plan {
     for (auto const& [i, p] : bucket_pieces_[b]) {
       float const* const from = src[i].data() + p.offset;
       float* const to = flat.data() + p.flat;
+      std::size_t const count = p.count;  // clang before 16 cannot capture a structured binding
       auto copy = [&](auto scale) {
-        for (std::size_t k = 0; k < p.count; ++k) {
+        for (std::size_t k = 0; k < count; ++k) {
           float const v = scale(from[k]);
           bad |= static_cast<std::uint32_t>((std::bit_cast<std::uint32_t>(v) & 0x7f800000u) == 0x7f800000u);
           to[k] = v;
