@@ -9,7 +9,7 @@
 #   scripts/bench-tiers.sh BUILD_DIR     # needs root; BUILD_DIR has examples/fashion_mnist built
 #                                        # with FASHION_MNIST_HIERARCHICAL=ON
 # Knobs: RATES ("100mbit 1gbit"), CONFIGS ("block_top_k ring_dense"; also block_top_k2: 2 %, maxmin4),
-# EXCHANGES ("codec hierarchical"), TARGET (0.88), EPOCHS (15).
+# EXCHANGES ("codec hierarchical"), TARGET (0.88), EPOCHS (15); NETNS_PREFIX and NETNS_SUBNET as scripts/netns.sh.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 build=$(realpath "${1:?usage: scripts/bench-tiers.sh BUILD_DIR}")
@@ -34,7 +34,7 @@ config_args() {
     *) echo "bench-tiers.sh: unknown configuration '$1'" >&2; exit 2 ;;
   esac
 }
-NETNS_SOURCE_ONLY=1 NETNS_RANKS=4 NETNS_GROUP_SIZE=2 NETNS_PREFIX=tier$$
+NETNS_SOURCE_ONLY=1 NETNS_RANKS=4 NETNS_GROUP_SIZE=2 NETNS_PREFIX=${NETNS_PREFIX:-tier$$}
 # shellcheck source=netns.sh
 source "$here/netns.sh"
 trap netns_down EXIT
