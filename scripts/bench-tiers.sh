@@ -4,12 +4,12 @@
 # (scripts/netns.sh -g 2). Flat (every worker on the thin link) against by_hierarchical (one
 # compressed stream per group), for each configuration and rate; one JSON per run (the example's
 # --json) under BUILD_DIR/bench/tiers/, and a markdown table of time and steps to TARGET and the
-# bytes each worker sent.
+# bytes each worker sent, and the bytes per step that crossed the thin link (the uplinks' tbf counters).
 #
 #   scripts/bench-tiers.sh BUILD_DIR     # needs root; BUILD_DIR has examples/fashion_mnist built
 #                                        # with FASHION_MNIST_HIERARCHICAL=ON
 # Knobs: RATES ("100mbit 1gbit"), CONFIGS ("block_top_k ring_dense"; also block_top_k2: 2 %, maxmin4),
-# EXCHANGES ("codec hierarchical"), TARGET (0.88), EPOCHS (15).
+# EXCHANGES ("codec hierarchical"), TARGET (0.88), EPOCHS (15); NETNS_PREFIX and NETNS_SUBNET as scripts/netns.sh.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 build=$(realpath "${1:?usage: scripts/bench-tiers.sh BUILD_DIR}")
@@ -34,11 +34,21 @@ config_args() {
     *) echo "bench-tiers.sh: unknown configuration '$1'" >&2; exit 2 ;;
   esac
 }
-NETNS_SOURCE_ONLY=1 NETNS_RANKS=4 NETNS_GROUP_SIZE=2 NETNS_PREFIX=tier$$
+NETNS_SOURCE_ONLY=1 NETNS_RANKS=4 NETNS_GROUP_SIZE=2 NETNS_PREFIX=${NETNS_PREFIX:-tier$$}
 # shellcheck source=netns.sh
 source "$here/netns.sh"
 trap netns_down EXIT
 port=29700
+# Bytes that crossed the thin link so far: what left each group through its shaped uplink (the tbf
+# qdiscs' counters: payload, TCP/IP headers and ACKs), every group summed.
+uplink_bytes() {
+  local total=0 k v
+  for ((k = 0; k * NETNS_GROUP_SIZE < NETNS_RANKS; k++)); do
+    v=$(ip netns exec "${NETNS_PREFIX}br" tc -s qdisc show dev "u${k}a" | sed -n 's/.*Sent \([0-9]*\) bytes.*/\1/p')
+    total=$((total + v))
+  done
+  echo "$total"
+}
 for rate in $RATES; do
   NETNS_RATE=$rate
   netns_down
@@ -48,6 +58,7 @@ for rate in $RATES; do
       name="$c-$x-$rate"
       port=$((port + 1))
       pids=()
+      before=$(uplink_bytes)
       for ((r = 0; r < NETNS_RANKS; r++)); do
         # shellcheck disable=SC2046
         NETNS_MASTER_PORT=$port netns_exec "$r" timeout 1800 "$fm" --transport zmq "${common[@]}" \
@@ -57,6 +68,7 @@ for rate in $RATES; do
       status=0
       for p in "${pids[@]}"; do wait "$p" || status=$?; done
       ((status == 0)) || { echo "bench-tiers.sh: $name failed ($status); see $out/$name.rank*.log" >&2; exit 1; }
+      echo $(($(uplink_bytes) - before)) > "$out/$name.thin-link-bytes"
       echo "$name: $(tail -1 "$out/$name.rank0.log")"
     done
   done
@@ -68,9 +80,11 @@ rows = []
 for f in sorted(out.glob("*.json")):
     j = json.loads(f.read_text())
     rows.append((f.stem, j))
-print("| run | time to target (s) | steps | final accuracy | sent per worker (MB) |")
-print("|---|---|---|---|---|")
+print("| run | time to target (s) | steps | final accuracy | sent per worker (MB) | thin link per step (kB) |")
+print("|---|---|---|---|---|---|")
 for name, j in rows:
     t = j.get("time_to_target")
-    print(f"| {name} | {t if t is not None else '-'} | {j.get('steps')} | {j.get('accuracy')} | {j.get('sent_bytes', 0) / 1e6:.1f} |")
+    w = out / f"{name}.thin-link-bytes"
+    thin = f"{int(w.read_text()) / j['steps'] / 1e3:.1f}" if w.exists() and j.get("steps") else "-"
+    print(f"| {name} | {t if t is not None else '-'} | {j.get('steps')} | {j.get('accuracy')} | {j.get('sent_bytes', 0) / 1e6:.1f} | {thin} |")
 PY

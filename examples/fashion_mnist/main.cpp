@@ -80,13 +80,15 @@ void report(job const& j, train_result const& r) {
   std::string const json = fmt::format(
       "{{\"codec\":\"{}\",\"exchange\":\"{}\",\"ratio\":{},\"bits\":{},\"feedback\":\"{}\",\"optimizer\":\"{}\","
       "\"lr\":{},\"transport\":\"{}\","
-      "\"workers\":{},\"staleness\":{},\"compensation\":\"{}\",\"batch\":{},\"seed\":{},\"sizes\":[{}],\"target_"
+      "\"workers\":{},\"staleness\":{},\"compensation\":\"{}\",\"batch\":{},\"batches\":[{}],\"slow_rank\":{},"
+      "\"slow_factor\":{},\"device_us_per_image\":{},\"seed\":{},\"sizes\":[{}],\"target_"
       "accuracy\":{},"
       "\"accuracy\":{:.4f},\"epochs\":{},\"steps\":{},\"wall_seconds\":{:.3f},\"train_seconds\":{:.3f},"
       "\"time_to_target\":{:.3f},\"sent_bytes\":{},\"dense_bytes\":{},\"curve\":[{}]}}\n",
       o.codec, o.exchange, o.ratio, o.bits, o.feedback, o.optimizer, o.lr, j.transport, r.workers, o.staleness,
-      o.compensation, o.batch, o.seed, fmt::join(o.sizes, ","), o.target_accuracy, r.accuracy, r.epochs, r.steps,
-      r.wall_seconds, r.train_seconds, r.time_to_target, r.sent_bytes, r.dense_bytes, curve);
+      o.compensation, o.batch, fmt::join(r.batches, ","), o.slow_rank, o.slow_factor, o.device_us_per_image, o.seed,
+      fmt::join(o.sizes, ","), o.target_accuracy, r.accuracy, r.epochs, r.steps, r.wall_seconds, r.train_seconds,
+      r.time_to_target, r.sent_bytes, r.dense_bytes, curve);
   if (j.json.empty()) return;
   if (j.json == "-") {
     std::fputs(json.c_str(), stdout);
@@ -214,8 +216,16 @@ int main(int argc, char** argv) {
                  "hierarchical: ranks per group (consecutive ranks, the first leads); 0: LOCAL_WORLD_SIZE");
   app.add_option("--slow-rank", o.slow_rank, "this rank computes --slow-factor times slower (heterogeneous workers)");
   app.add_option("--slow-factor", o.slow_factor, "how much slower --slow-rank computes")->check(CLI::Range(1.0, 100.0));
+  app.add_option("--device-us-per-image", o.device_us_per_image,
+                 "emulate an accelerator: every forward/backward also waits this many microseconds per image, off "
+                 "the CPU (times --slow-factor on --slow-rank)")
+      ->check(CLI::Range(0.0, 1e6));
   app.add_option("--batch-sizes", o.batches,
                  "per-worker batch sizes, one per worker (heterogeneous workers: sum b_r g_r / sum b)");
+  app.add_flag("--plan-batches", o.plan_batches,
+               "time every worker's compute, then split --batch x workers with the solver's allocate_batches "
+               "(prints the sizes: pass them to --batch-sizes to repeat the run)")
+      ->excludes("--batch-sizes");
   app.add_option("--feedback", o.feedback, "error feedback")->check(CLI::IsMember({"none", "residual", "ef21"}));
   app.add_option("--optimizer", o.optimizer, "optimizer")->check(CLI::IsMember({"sgd", "adam", "adamw"}));
   app.add_option("--lr", o.lr, "learning rate");

@@ -10,13 +10,19 @@
 // CMakeLists.txt) dispatches the feedback and optimizer choices with std::visit.
 #pragma once
 
+#include <time.h>
+
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <functional>
 #include <numeric>
+#include <span>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -25,11 +31,14 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <sluice/compress/all.hpp>
 #include <sluice/feedback/all.hpp>
 #include <sluice/optim/all.hpp>
 #include <sluice/pipeline/all.hpp>
+#include <sluice/solver/cost_model.hpp>
+#include <sluice/solver/solve.hpp>
 
 #include "idx.hpp"
 #include "mlp.hpp"
@@ -46,9 +55,11 @@ struct train_options {
   std::string exchange = "codec";     ///< codec: the codec's collective; mpi_allreduce; hierarchical (by_hierarchical)
   int group_size = 0;                 ///< hierarchical: ranks per group; 0: LOCAL_WORLD_SIZE
   std::vector<std::size_t>
-      batches{};       ///< per-worker batch sizes (heterogeneous workers); empty: `batch` on every worker
-  int slow_rank = -1;  ///< this rank computes `slow_factor` times slower (a stand-in for a slower GPU)
+      batches{};              ///< per-worker batch sizes (heterogeneous workers); empty: `batch` on every worker
+  bool plan_batches = false;  ///< measure every worker's compute and split `batch` x workers with allocate_batches
+  int slow_rank = -1;         ///< this rank computes `slow_factor` times slower (a stand-in for a slower GPU)
   double slow_factor = 1.0;
+  double device_us_per_image = 0;  ///< an emulated accelerator: each pass also waits this long per image, off the CPU
   std::string optimizer = "adam";  ///< sgd, adam, adamw
   double lr = 1e-3;
   double momentum = 0.9;  ///< sgd only
@@ -81,15 +92,16 @@ struct eval_point {
 /// What one worker did.
 struct train_result {
   int rank = 0, workers = 1;
-  double accuracy = 0;            ///< test accuracy at the last evaluation
-  double wall_seconds = 0;        ///< from attach to the end, evaluations included
-  double train_seconds = 0;       ///< the same without the evaluations
-  double time_to_target = -1;     ///< train_seconds when the target was first reached; -1: not reached
-  std::uint64_t steps = 0;        ///< optimizer steps
-  std::size_t sent_bytes = 0;     ///< bytes this worker put on the wire
-  std::size_t dense_bytes = 0;    ///< bytes dense fp32 gradients would have been, per step summed
-  unsigned epochs = 0;            ///< epochs started
-  std::vector<eval_point> curve;  ///< every evaluation
+  double accuracy = 0;               ///< test accuracy at the last evaluation
+  double wall_seconds = 0;           ///< from attach to the end, evaluations included
+  double train_seconds = 0;          ///< the same without the evaluations
+  double time_to_target = -1;        ///< train_seconds when the target was first reached; -1: not reached
+  std::uint64_t steps = 0;           ///< optimizer steps
+  std::size_t sent_bytes = 0;        ///< bytes this worker put on the wire
+  std::size_t dense_bytes = 0;       ///< bytes dense fp32 gradients would have been, per step summed
+  unsigned epochs = 0;               ///< epochs started
+  std::vector<eval_point> curve;     ///< every evaluation
+  std::vector<std::size_t> batches;  ///< per-worker batch sizes (--batch-sizes or --plan-batches); empty: equal
 };
 
 /// Sums what the pipeline reports it sent (a TelemetrySink).
@@ -103,14 +115,102 @@ struct bytes_sink {
 };
 
 /// The indices of worker `rank`'s shard: a contiguous slice of one seeded permutation of the
-/// training set (so every shard mixes all classes); every worker's shard has the same size.
-inline std::vector<std::size_t> shard(std::size_t count, int rank, int workers, std::uint64_t seed) {
+/// training set (so every shard mixes all classes). With equal batches (`batches` empty or all
+/// equal) every worker's shard has the same size; with per-worker batches worker r's shard holds
+/// b_r x (count / sum b) images, so that every worker has the same number of steps per epoch
+/// (the steps are collective) and an epoch still visits the training set once.
+inline std::vector<std::size_t> shard(std::size_t count, int rank, int workers, std::uint64_t seed,
+                                      std::span<std::size_t const> batches = {}) {
   std::vector<std::size_t> all(count);
   std::iota(all.begin(), all.end(), std::size_t{0});
   for (std::size_t i = count; i > 1; --i) std::swap(all[i - 1], all[mix(seed ^ 0x5eed ^ (i << 1)) % i]);
-  std::size_t const per = count / static_cast<std::size_t>(workers);
-  auto const first = all.begin() + static_cast<std::ptrdiff_t>(per * static_cast<std::size_t>(rank));
-  return {first, first + static_cast<std::ptrdiff_t>(per)};
+  auto const r = static_cast<std::size_t>(rank);
+  std::size_t first = 0, size = count / static_cast<std::size_t>(workers);
+  if (!batches.empty() && std::adjacent_find(batches.begin(), batches.end(), std::not_equal_to<>{}) != batches.end()) {
+    std::size_t const global = std::accumulate(batches.begin(), batches.end(), std::size_t{0});
+    std::size_t const steps = count / global;
+    first = steps * std::accumulate(batches.begin(), batches.begin() + static_cast<std::ptrdiff_t>(r), std::size_t{0});
+    size = steps * batches[r];
+  } else {
+    first = size * r;
+  }
+  auto const begin = all.begin() + static_cast<std::ptrdiff_t>(first);
+  return {begin, begin + static_cast<std::ptrdiff_t>(size)};
+}
+
+/// This thread's CPU time in seconds (CLOCK_THREAD_CPUTIME_ID).
+inline double thread_cpu_seconds() noexcept {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+/// Seconds of one forward/backward pass over b images on this worker: the fastest of `reps`
+/// passes in thread CPU time (on a shared machine wall time would time the neighbours' load too),
+/// plus the emulated device time, times `slow_factor` on the --slow-rank worker (the delay the
+/// training loop adds).
+/// Each pass's --device-us-per-image wait counts as requested.
+inline double time_batches(mlp& net, dataset const& train, std::size_t b, int reps, bool slow, train_options const& o) {
+  std::vector<std::size_t> idx(b);
+  std::iota(idx.begin(), idx.end(), std::size_t{0});
+  std::vector<double> t;
+  double const device = o.device_us_per_image * 1e-6 * static_cast<double>(b);
+  for (int i = 0; i < reps; ++i) {
+    double const c0 = thread_cpu_seconds();
+    (void)net.train_batch(train, idx);
+    t.push_back((thread_cpu_seconds() - c0 + device) * (slow ? o.slow_factor : 1.0));
+  }
+  return *std::min_element(t.begin(), t.end());  // the least disturbed by neighbours sharing caches
+}
+
+/// --plan-batches: every worker times its forward/backward at three batch sizes around `batch`
+/// (sluice::compute_samples), the workers exchange their fits (every worker sends its two doubles
+/// to every other) and each computes sluice::allocate_batches over the same fits in rank order,
+/// so all agree on the split of batch x workers that equalises the workers' compute times.
+/// Returns the fits (rank order) and the batches.
+struct batch_plan {
+  std::vector<sluice::compute_fit> fits;
+  std::vector<std::size_t> batches;
+};
+inline batch_plan plan_batches(any_transport& t, mlp& net, dataset const& train, train_options const& o) {
+  int const rank = t.rank(), workers = t.size();
+  bool const slow = rank == o.slow_rank;
+  sluice::compute_samples samples;
+  (void)time_batches(net, train, o.batch, 5, slow, o);  // warm the caches and allocations
+  for (int round = 0; round < 3; ++round)
+    for (std::size_t b : {std::max<std::size_t>(o.batch / 2, 1), o.batch, o.batch + o.batch / 2})
+      samples.observe(b, time_batches(net, train, b, 9, slow, o));
+  sluice::compute_fit const mine = samples.fit();
+  sluice::message_tag const tag{sluice::tag_limit - 100};  // before the pipeline exists; outside its tags
+  std::array<double, 2> const out{mine.fixed_seconds, mine.per_sample_seconds};
+  std::vector<any_transport::request> sends;
+  for (int p = 0; p < workers; ++p)
+    if (p != rank) sends.push_back(t.send(p, tag, std::as_bytes(std::span<double const>(out))));
+  batch_plan bp;
+  std::vector<sluice::worker_desc> desc;
+  std::vector<std::byte> buffer;
+  auto const limit = sluice::deadline::after(std::chrono::seconds(120));
+  for (int p = 0; p < workers; ++p) {
+    sluice::compute_fit f = mine;
+    if (p != rank) {
+      auto const got = t.recv(p, tag, buffer, limit);
+      sluice::require(got.size() == sizeof out, sluice::errc::malformed_message,
+                      "fashion_mnist: --plan-batches: rank {} sent {} bytes of compute fit, expected {}", p, got.size(),
+                      sizeof out);
+      std::array<double, 2> in{};
+      std::memcpy(in.data(), got.data(), sizeof in);
+      f = {in[0], in[1]};
+      f.validate(static_cast<std::size_t>(p));
+    }
+    bp.fits.push_back(f);
+    desc.push_back({.compute = f});
+  }
+  for (auto& s : sends) s.wait(limit);
+  bp.batches = sluice::allocate_batches(desc, o.batch * static_cast<std::size_t>(workers));
+  sluice::require(!bp.batches.empty(), sluice::errc::invalid_argument,
+                  "fashion_mnist: --plan-batches cannot split {} images over {} workers; raise --batch",
+                  o.batch * static_cast<std::size_t>(workers), workers);
+  return bp;
 }
 
 /// The compensation_method named on the command line.
@@ -130,6 +230,18 @@ train_result train(C codec, F feedback, O optimizer, any_transport transport, da
   res.rank = transport.rank();
   res.workers = transport.size();
   mlp net(o.sizes, o.seed);
+  std::vector<std::size_t> batches = o.batches;  // per worker; empty: `batch` on every worker
+  if (o.plan_batches) {
+    batch_plan const bp = plan_batches(transport, net, d.train, o);
+    batches = bp.batches;
+    if (o.progress && res.rank == 0) {
+      for (std::size_t r = 0; r < bp.fits.size(); ++r)
+        fmt::print("plan-batches: rank {} computes {:.3f} ms + {:.4f} ms per image\n", r,
+                   bp.fits[r].fixed_seconds * 1e3, bp.fits[r].per_sample_seconds * 1e3);
+      fmt::print("plan-batches: --batch-sizes {}\n", fmt::join(batches, " "));
+    }
+  }
+  res.batches = batches;
   bytes_sink sink;
   sluice::pipeline pipe{std::move(codec),
                         std::move(feedback),
@@ -144,14 +256,15 @@ train_result train(C codec, F feedback, O optimizer, any_transport transport, da
   auto const params = net.parameters();
   pipe.attach(net.layout(), params);
   std::size_t batch = o.batch;  // this worker's; with --batch-sizes, weighted averaging sum b_r g_r / sum b
-  if (!o.batches.empty()) {
-    sluice::require(o.batches.size() == static_cast<std::size_t>(res.workers), sluice::errc::invalid_argument,
-                    "fashion_mnist: --batch-sizes gives {} sizes for {} workers", o.batches.size(), res.workers);
-    pipe.set_batch_sizes(o.batches);
-    batch = o.batches[static_cast<std::size_t>(res.rank)];
+  if (!batches.empty()) {
+    sluice::require(batches.size() == static_cast<std::size_t>(res.workers), sluice::errc::invalid_argument,
+                    "fashion_mnist: --batch-sizes gives {} sizes for {} workers; give one per worker", batches.size(),
+                    res.workers);
+    pipe.set_batch_sizes(batches);
+    batch = batches[static_cast<std::size_t>(res.rank)];
   }
 
-  std::vector<std::size_t> mine = shard(d.train.count, res.rank, res.workers, o.seed);
+  std::vector<std::size_t> mine = shard(d.train.count, res.rank, res.workers, o.seed, batches);
   std::size_t const steps_per_epoch = mine.size() / batch;
   sluice::require(steps_per_epoch > 0, sluice::errc::invalid_argument,
                   "fashion_mnist: a shard of {} images holds no batch of {}; use fewer workers or a smaller --batch",
@@ -170,8 +283,10 @@ train_result train(C codec, F feedback, O optimizer, any_transport transport, da
     for (std::size_t s = 0; s < steps_per_epoch && !done; ++s) {
       auto const c0 = clock::now();
       loss_sum += net.train_batch(d.train, std::span<std::size_t const>(mine).subspan(s * batch, batch));
-      if (res.rank == o.slow_rank)  // a slower GPU: the same batch takes slow_factor times as long
-        std::this_thread::sleep_for((clock::now() - c0) * (o.slow_factor - 1.0));
+      // An emulated accelerator's time (off the CPU), then a slower GPU: slow_factor times as long.
+      std::chrono::duration<double> wait(o.device_us_per_image * 1e-6 * static_cast<double>(batch));
+      if (res.rank == o.slow_rank) wait = (clock::now() - c0 + wait) * o.slow_factor - (clock::now() - c0);
+      if (wait.count() > 0) std::this_thread::sleep_for(wait);
       ++loss_count;
       pipe.step(net.gradients());
       ++res.steps;

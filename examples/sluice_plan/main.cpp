@@ -6,6 +6,7 @@
 //   sluice-plan job.json --json          # the same as JSON
 //   sluice-plan job.json --mbps 50       # what if every link level ran at 50 Mbit/s
 //   sluice-plan --example                # prints an input to start from
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -76,6 +77,69 @@ sluice::codec_value parse_codec(json const& c, std::string const& where) {
                       where, name);
 }
 
+// A number in (0, max] (a rate or a speed), with a message naming the field.
+double positive(json const& j, char const* key, std::string const& where, double fallback, double max) {
+  if (!j.contains(key)) return fallback;
+  require(j[key].is_number(), errc::invalid_argument, "{}.{} must be a number", where, key);
+  double const v = j[key].get<double>();
+  require(std::isfinite(v) && v > 0 && v <= max, errc::invalid_argument, "{}.{} is {}; it must be in (0, {:g}]", where,
+          key, v, max);
+  return v;
+}
+constexpr double max_mbps = 1e7;        // 10 Tbit/s
+constexpr double max_latency_us = 1e7;  // 10 s
+constexpr double max_gpu_speed = 1000;  // relative to the workers' fit
+
+// "topology": two tiers, `groups` groups of `group_size` consecutive ranks; the groups' own path
+// (intra_mbps, intra_latency_us) and the link between groups (inter_mbps, inter_latency_us) become
+// the two link levels; `exchange` is hierarchical (by_hierarchical: the codec runs between the
+// group leaders) or flat; `gpu_speeds` (one per rank) divide the workers' compute fit, and a single
+// "workers" entry stands for every rank.
+void parse_topology(json const& t, sluice::problem& p) {
+  std::string const where = "topology";
+  require(t.is_object(), errc::invalid_argument,
+          "topology must be an object: {{\"groups\": G, \"group_size\": S, "
+          "\"intra_mbps\": ..., \"inter_mbps\": ...}}");
+  for (char const* key : {"groups", "group_size", "inter_mbps"})
+    require(t.contains(key), errc::invalid_argument, "topology: '{}' is missing", key);
+  std::size_t const groups = count(t["groups"], "topology.groups", 1, 1u << 20);
+  std::size_t const size = count(t["group_size"], "topology.group_size", 1, 1u << 20);
+  std::size_t const ranks = groups * size;
+  if (t.contains("exchange")) {
+    require(t["exchange"].is_string(), errc::invalid_argument,
+            "topology.exchange must be \"hierarchical\" or \"flat\"");
+    auto const x = t["exchange"].get<std::string>();
+    require(x == "hierarchical" || x == "flat", errc::invalid_argument,
+            "topology.exchange is '{}'; it must be \"hierarchical\" or \"flat\"", x);
+    p.exchange = x == "flat" ? sluice::exchange_kind::flat : sluice::exchange_kind::hierarchical;
+  } else {
+    p.exchange = sluice::exchange_kind::hierarchical;
+  }
+  if (p.workers.size() == 1 && ranks > 1) p.workers.resize(ranks, p.workers.front());
+  require(p.workers.size() == ranks, errc::invalid_argument,
+          "topology.groups x topology.group_size is {} ranks but \"workers\" lists {}; list one worker per rank, or "
+          "one for all",
+          ranks, p.workers.size());
+  if (t.contains("gpu_speeds")) {
+    require(t["gpu_speeds"].is_array() && t["gpu_speeds"].size() == ranks, errc::invalid_argument,
+            "topology.gpu_speeds must be an array of {} speeds, one per rank", ranks);
+    for (std::size_t r = 0; r < ranks; ++r) {
+      json const one{{"speed", t["gpu_speeds"][r]}};
+      double const v = positive(one, "speed", fmt::format("topology.gpu_speeds[{}]", r), 1, max_gpu_speed);
+      p.workers[r].compute.fixed_seconds /= v;
+      p.workers[r].compute.per_sample_seconds /= v;
+    }
+  }
+  auto const latency = [&](char const* key, double fallback) {
+    double const v = number(t, key, where, fallback);
+    require(v <= max_latency_us, errc::invalid_argument, "topology.{} is {}; it must be in [0, {:g}]", key, v,
+            max_latency_us);
+    return v * 1e-6;
+  };
+  p.links = {{size, positive(t, "intra_mbps", where, 10000, max_mbps) * 1e6 / 8, latency("intra_latency_us", 20)},
+             {groups, positive(t, "inter_mbps", where, 100, max_mbps) * 1e6 / 8, latency("inter_latency_us", 200)}};
+}
+
 sluice::problem parse_problem(json const& j) {
   require(j.is_object(), errc::invalid_argument, "input: the top level must be an object");
   sluice::problem p;
@@ -98,11 +162,17 @@ sluice::problem parse_problem(json const& j) {
     if (w.contains("max_batch")) d.max_batch = count(w["max_batch"], where + " max_batch", 1, batch_limit);
     p.workers.push_back(d);
   }
-  i = 0;
-  for (auto const& l : list(j, "links")) {
-    std::string const where = fmt::format("links[{}]", i++);
-    p.links.push_back({l.contains("group") ? count(l["group"], where + " group", 1, 1u << 20) : p.workers.size(),
-                       number(l, "mbps", where, 1000, -1) * 1e6 / 8, number(l, "latency_us", where, 50) * 1e-6});
+  if (j.contains("topology")) {
+    require(!j.contains("links"), errc::invalid_argument,
+            "input: give either \"links\" or \"topology\" (which makes the two link levels), not both");
+    parse_topology(j["topology"], p);
+  } else {
+    i = 0;
+    for (auto const& l : list(j, "links")) {
+      std::string const where = fmt::format("links[{}]", i++);
+      p.links.push_back({l.contains("group") ? count(l["group"], where + " group", 1, 1u << 20) : p.workers.size(),
+                         number(l, "mbps", where, 1000, -1) * 1e6 / 8, number(l, "latency_us", where, 50) * 1e-6});
+    }
   }
   i = 0;
   for (auto const& t : list(j, "model")) {
@@ -222,11 +292,13 @@ json to_json(sluice::plan const& p) {
             {"pipelined", s.pipelined}}}};
 }
 
-void print_text(std::vector<sluice::plan> const& r, std::vector<double> const& bw) {
+void print_text(std::vector<sluice::plan> const& r, std::vector<double> const& bw, bool hierarchical) {
   std::string links;
   for (double b : bw) links += fmt::format("{}{:g}", links.empty() ? "" : ", ", b * 8e-6);
   auto const& b = r.front();
   fmt::print("links [{}] Mbit/s\n", links);
+  if (hierarchical)
+    fmt::print("exchange hierarchical: groups sum on their leaders; the codec runs between the leaders\n");
   fmt::print("chosen: {}\n  batches {} (global {}), bucket cap {:g} MiB, staleness {}\n", b.codec,
              fmt::join(b.batches, " "), b.global_batch, static_cast<double>(b.bucket_cap_bytes) / (1 << 20),
              b.staleness);
@@ -311,12 +383,15 @@ int main(int argc, char** argv) {
     }
     auto const r = s.ranked(req, bw, runner_ups + 1);
     if (as_json) {
-      json out{{"bandwidths_mbps", json::array()}, {"chosen", to_json(r.front())}, {"runner_ups", json::array()}};
+      json out{{"bandwidths_mbps", json::array()},
+               {"exchange", s.description().exchange == sluice::exchange_kind::hierarchical ? "hierarchical" : "flat"},
+               {"chosen", to_json(r.front())},
+               {"runner_ups", json::array()}};
       for (double b : bw) out["bandwidths_mbps"].push_back(b * 8e-6);
       for (std::size_t i = 1; i < r.size(); ++i) out["runner_ups"].push_back(to_json(r[i]));
       std::cout << out.dump(2) << "\n";
     } else {
-      print_text(r, bw);
+      print_text(r, bw, s.description().exchange == sluice::exchange_kind::hierarchical);
     }
   } catch (sluice::error const& e) {
     fmt::print(stderr, "sluice-plan: {}\n", e.what());

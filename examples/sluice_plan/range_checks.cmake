@@ -73,3 +73,28 @@ check(runs_no_dense "${gb}"
       "no dense staleness-0 run")
 check(runs_density_2 "${gb}" "${gb}, \"efficiency\": {\"runs\": [${runs}, {\"density\": 2, \"global_batch\": 16, \"steps\": 9}]}"
       "run 2 has density 2")
+
+# The two-tier topology (links made from groups, per-tier rates and GPU speeds): every field
+# range-checked with a message naming it.
+set(base [=[{"workers": [{"fixed_seconds": 0.001, "per_sample_seconds": 0.0003, "max_batch": 512}],
+ "topology": {"groups": 2, "group_size": 2, "intra_mbps": 10000, "inter_mbps": 100, "intra_latency_us": 20,
+              "inter_latency_us": 200, "exchange": "hierarchical", "gpu_speeds": [1, 1, 1, 0.5]},
+ "model": [{"name": "w", "shape": [1000, 100], "repeat": 2}],
+ "codecs": [{"codec": "identity"}, {"codec": "block_top_k", "ratio": 0.01, "block": 16}],
+ "global_batches": [256], "bucket_caps_mib": [4], "staleness": [1]}]=])
+check(topology_base "\"groups\": 2" "\"groups\": 2" "")
+check(topology_flat "\"exchange\": \"hierarchical\"" "\"exchange\": \"flat\"" "")
+check(topology_groups_0 "\"groups\": 2" "\"groups\": 0" "topology.groups")
+check(topology_groups_2p40 "\"groups\": 2" "\"groups\": 1099511627776" "topology.groups")
+check(topology_groups_ranks "\"groups\": 2" "\"groups\": 3" "topology.gpu_speeds")
+check(topology_group_size_float "\"group_size\": 2" "\"group_size\": 2.5" "topology.group_size")
+check(topology_inter_0 "\"inter_mbps\": 100" "\"inter_mbps\": 0" "topology.inter_mbps")
+check(topology_inter_huge "\"inter_mbps\": 100" "\"inter_mbps\": 1e300" "topology.inter_mbps")
+check(topology_intra_string "\"intra_mbps\": 10000" "\"intra_mbps\": \"fast\"" "topology.intra_mbps")
+check(topology_latency_negative "\"inter_latency_us\": 200" "\"inter_latency_us\": -1" "inter_latency_us")
+check(topology_latency_huge "\"inter_latency_us\": 200" "\"inter_latency_us\": 1e12" "topology.inter_latency_us")
+check(topology_exchange "\"exchange\": \"hierarchical\"" "\"exchange\": \"ring\"" "topology.exchange")
+check(topology_speed_0 "[1, 1, 1, 0.5]" "[1, 1, 1, 0]" "topology.gpu_speeds[3]")
+check(topology_speed_count "[1, 1, 1, 0.5]" "[1, 1, 0.5]" "topology.gpu_speeds")
+check(topology_missing_inter "\"inter_mbps\": 100," "" "inter_mbps")
+check(topology_and_links "\"topology\"" "\"links\": [{\"group\": 4}], \"topology\"" "either")

@@ -137,6 +137,23 @@ TEST_CASE("set_batch_sizes: the average is sum b_r g_r / sum b; equal batches ch
   CHECK(equal[0] == plain[0]);
 }
 
+TEST_CASE("hierarchical: weighted averaging is sum b_r g_r / sum b through the two tiers") {
+  std::vector<std::size_t> const batches{3, 1, 2, 6};  // groups {0,1},{2,3}; sum 12
+  auto const weighted =
+      train(4, identity{}, no_feedback{}, sgd{.lr = 1.0}, by_hierarchical{.group_size = 2}, 0, 1, batches);
+  check_replicas(weighted);
+  model_params const p0(model());
+  std::vector<std::vector<std::vector<float>>> g(4);
+  for (int r = 0; r < 4; ++r) gradients(r, 0, p0, g[static_cast<std::size_t>(r)]);
+  for (std::size_t t = 0; t < p0.tensors.size(); ++t)
+    for (std::size_t i = 0; i < p0.tensors[t].size(); ++i) {
+      double sum = 0;
+      for (int r = 0; r < 4; ++r)
+        sum += static_cast<double>(batches[static_cast<std::size_t>(r)]) * g[static_cast<std::size_t>(r)][t][i];
+      REQUIRE(weighted[0].tensors[t][i] == doctest::Approx(p0.tensors[t][i] - sum / 12.0).epsilon(1e-5));
+    }
+}
+
 TEST_CASE("set_batch_sizes: ranks with other sizes fail on every rank before the step is exchanged") {
   auto errors = test::run_local(2, [&](local_transport& ep) {
     model_params p(model());

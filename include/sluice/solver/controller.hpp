@@ -294,6 +294,7 @@ inline std::vector<std::byte> agreement_bytes(problem const& p, config_request c
   for (int x : p.staleness) put(out, static_cast<std::int32_t>(x));
   put(out, p.apply_seconds_per_byte);
   put(out, static_cast<std::uint8_t>(p.sparse_apply ? 1 : 0));
+  put(out, static_cast<std::uint8_t>(p.exchange));
   auto const& b = p.bucketing;
   for (std::size_t x :
        {b.cap_bytes, b.first_cap_bytes, b.chunk_bytes, b.chunk_alignment, b.bypass_below_elements, b.bypass_max_dims})

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <limits>
 #include <span>
@@ -172,6 +173,7 @@ inline std::size_t frame_bytes(codec_value const& c, std::size_t n) noexcept {
 struct traffic {
   double bytes = 0;     ///< bytes sent by one rank
   double messages = 0;  ///< messages on the critical path (each pays the level's latency)
+  double received = 0;  ///< bytes received on the critical path while nothing is sent (a leader's sum)
 };
 inline traffic bucket_traffic(codec_value const& c, std::size_t n, std::size_t g, std::size_t frames) noexcept {
   if (g <= 1 || n == 0) return {};
@@ -186,6 +188,34 @@ inline traffic bucket_traffic(codec_value const& c, std::size_t n, std::size_t g
 /// Whether frames are gathered (and so grow level by level) rather than reduced.
 inline bool gathers(codec_value const& c) noexcept {
   return std::holds_alternative<top_k>(c) || std::holds_alternative<block_top_k>(c);
+}
+
+/// How the ranks use the link levels (docs/solver.md, "Tiers").
+enum class exchange_kind : std::uint8_t {
+  flat,          ///< the codec's collective level by level over every rank (the traffic table)
+  hierarchical,  ///< sluice::by_hierarchical: the innermost level sums fp32 on each group's leader;
+                 ///< the leaders alone run the codec's collective over the outer levels
+};
+
+/// by_hierarchical's innermost level, for one bucket of n elements and groups of g ranks: the
+/// leader receives the g - 1 members' fp32 frames one after the other, sums them, and (after the
+/// leaders' exchange) sends each member the fp32 result. Bytes are the leader's, the busiest rank;
+/// its link carries the members' frames in and the results out, one after the other.
+inline traffic leader_traffic(std::size_t n, std::size_t g) noexcept {
+  if (g <= 1 || n == 0) return {};
+  auto const members = static_cast<double>(g - 1);
+  auto const dense = static_cast<double>(frame_bytes(identity{}, n));
+  return {members * dense, members + 1, members * dense};
+}
+
+/// The density the statistical-efficiency curve is read at. Flat: density(c). Hierarchical: a
+/// sparsifier's leader keeps `ratio` of its group's sum of `group` gradients, so the information
+/// per worker is density / group (measured: 1 % per leader costs steps that 2 % restores,
+/// docs/performance/tiers.md); quantizers and identity keep every coordinate, as flat.
+inline double effective_density(codec_value const& c, exchange_kind x, std::size_t group) noexcept {
+  double const d = density(c);
+  if (x == exchange_kind::hierarchical && gathers(c) && group > 1) return d / static_cast<double>(group);
+  return d;
 }
 
 /// Seconds of each stage of one step (all buckets), and the step time under a staleness.

@@ -45,8 +45,12 @@ struct codec_candidate {
 
 /// Everything the solver knows about the job. Every list is a candidate set the solver searches.
 struct problem {
-  std::vector<worker_desc> workers{};         ///< one per rank, >= 1
-  std::vector<link_level> links{};            ///< innermost first; product of groups == workers.size()
+  std::vector<worker_desc> workers{};  ///< one per rank, >= 1
+  std::vector<link_level> links{};     ///< innermost first; product of groups == workers.size()
+  /// flat: every rank runs the codec's collective at every level. hierarchical (the pipeline's
+  /// by_hierarchical{.group_size = links[0].group}): links[0] is the intra-group path, where each
+  /// leader sums its group in fp32; the chosen codec is the leaders' over links[1...] (>= 2 levels).
+  exchange_kind exchange = exchange_kind::flat;
   layout model{};                             ///< the gradient tensors, in order
   std::vector<codec_candidate> codecs{};      ///< >= 1
   std::vector<std::size_t> global_batches{};  ///< candidate global batch sizes (samples), >= 1
@@ -255,7 +259,7 @@ class solver {
     std::size_t order = 0;
     for (table const* t : tabs) {
       stage_seconds const base = pipeline_seconds(*t, bw);
-      double const d = density(t->codec.codec);
+      double const d = effective_density(t->codec.codec, p_.exchange, p_.links.front().group);
       for (auto const& b : batch_sets) {
         stage_seconds st = base;
         st.compute = b.compute;
@@ -309,7 +313,7 @@ class solver {
     st.compute = compute_seconds(p_.workers, c.batches);
     std::size_t g = 0;
     for (std::size_t x : c.batches) g += x;
-    prediction pr = predict_from(st, g, density(c.codec), c.staleness);
+    prediction pr = predict_from(st, g, effective_density(c.codec, p_.exchange, p_.links.front().group), c.staleness);
     pr.bytes_per_step = t.bytes_per_step;
     return pr;
   }
@@ -344,7 +348,7 @@ class solver {
       double const e = b.compressed ? b.dense_bytes * t.codec.encode_seconds_per_byte : 0;
       double x = 0;
       for (std::size_t l = 0; l < b.levels.size(); ++l)
-        x += b.levels[l].bytes / bw[l] + b.levels[l].messages * p_.links[l].latency_seconds;
+        x += (b.levels[l].bytes + b.levels[l].received) / bw[l] + b.levels[l].messages * p_.links[l].latency_seconds;
       double const o = b.dense_bytes * p_.apply_seconds_per_byte * (b.compressed ? t.apply_fraction : 1.0);
       st.encode += e;
       st.exchange += x;
@@ -363,16 +367,24 @@ class solver {
     o.first_cap_bytes = std::min(o.first_cap_bytes, cap);
     bucket_plan const bp(p_.model, o);
     table t{cap, c, {}, 0, 1};
-    if (p_.sparse_apply && gathers(c.codec))
-      t.apply_fraction = std::min(1.0, static_cast<double>(p_.workers.size()) * density(c.codec));
+    bool const tiers = p_.exchange == exchange_kind::hierarchical;
+    // Sparse sums: the union of the frames that were gathered, one per rank (flat) or per leader.
+    double const frames_summed =
+        static_cast<double>(tiers ? p_.workers.size() / p_.links.front().group : p_.workers.size());
+    if (p_.sparse_apply && gathers(c.codec)) t.apply_fraction = std::min(1.0, frames_summed * density(c.codec));
     for (auto const& b : bp.buckets()) {
       bucket_cost bc{static_cast<double>(b.bytes), b.compressed, {}};
       codec_value const& cv = b.compressed ? c.codec : codec_value{identity{}};
       std::size_t frames = 1;
-      for (auto const& l : p_.links) {
-        bc.levels.push_back(bucket_traffic(cv, b.elements, l.group, frames));
+      for (std::size_t l = 0; l < p_.links.size(); ++l) {
+        std::size_t const g = p_.links[l].group;
+        if (tiers && l == 0) {  // fp32 to the leader and back; the leader encodes the group's sum
+          bc.levels.push_back(leader_traffic(b.elements, g));
+        } else {
+          bc.levels.push_back(bucket_traffic(cv, b.elements, g, frames));
+          if (gathers(cv)) frames *= g;
+        }
         t.bytes_per_step += bc.levels.back().bytes;
-        if (gathers(cv)) frames *= l.group;
       }
       t.buckets.push_back(std::move(bc));
     }
@@ -448,6 +460,10 @@ class solver {
     }
     require(ranks == p_.workers.size(), errc::invalid_argument,
             "solver: link groups multiply to {} ranks but there are {} workers", ranks, p_.workers.size());
+    require(p_.exchange == exchange_kind::flat || p_.links.size() >= 2, errc::invalid_argument,
+            "solver: exchange hierarchical needs two link levels (the groups' path first, then the leaders'); "
+            "{} given",
+            p_.links.size());
     require(p_.model.total_elements() > 0, errc::invalid_argument, "solver: the model layout has no elements");
     require(!p_.codecs.empty(), errc::invalid_argument, "solver: no codec candidates; list at least identity{{}}");
     for (auto const& c : p_.codecs) {
