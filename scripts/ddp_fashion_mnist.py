@@ -25,7 +25,9 @@ so every rank stops at the same step; evaluation time is excluded from the train
 rank. --json FILE writes the summary in the example's JSON form (scripts/e2e_summary.py reads
 it). sent_bytes is counted, not measured on the wire: the payload a ring allreduce puts on the
 link per worker, 2 (n - 1) / n of the bytes of every tensor the step allreduces (for --hook none
-the fp32 gradients, for the hooks every tensor they hand to dist.all_reduce).
+the fp32 gradients, for the hooks every tensor they hand to dist.all_reduce). Where rank 0 has an
+interface of its own (a network namespace), wire_sent_bytes is what that interface transmitted
+during training (TCP/IP headers and the evaluations' broadcasts included).
 """
 import argparse
 import fcntl
@@ -231,7 +233,19 @@ def main():
         model.train()
         return correct / test_x.shape[0]
 
+    # Bytes on the wire where the rank has an interface of its own (a network namespace): what its
+    # interface transmitted during training, headers and evaluation broadcasts included.
+    iface = os.environ.get("GLOO_SOCKET_IFNAME", "lo")
+    tx_file = f"/sys/class/net/{iface}/statistics/tx_bytes"
+
+    def tx_bytes():
+        if iface == "lo" or not os.path.exists(tx_file):
+            return None
+        with open(tx_file) as f:
+            return int(f.read())
+
     dist.barrier()
+    tx0 = tx_bytes()
     start = time.perf_counter()
     eval_seconds, loss_sum, loss_count = 0.0, 0.0, 0
     curve, steps, epochs, time_to_target, done = [], 0, 0, -1.0, False
@@ -277,6 +291,7 @@ def main():
                 break
     wall = time.perf_counter() - start
     train_seconds = wall - eval_seconds
+    tx1 = tx_bytes()
     dist.barrier()
     dist.destroy_process_group()
     if rank != 0:
@@ -301,6 +316,9 @@ def main():
         "dense_bytes": 4 * numel * steps, "sent_bytes_counted": "ring allreduce payload, 2(n-1)/n",
         "curve": curve,
     }
+    if tx0 is not None and tx1 is not None:
+        summary["wire_sent_bytes"] = tx1 - tx0
+        summary["wire_interface"] = iface
     if o.hook == "powersgd":
         summary["powersgd"] = {"matrix_approximation_rank": o.powersgd_rank,
                                "start_powerSGD_iter": o.powersgd_start_iter}
