@@ -136,11 +136,13 @@ with open(summary_json, "w") as f:
 # Markdown.
 md = []
 md.append(f"Target {target}, {epochs} epochs at most; {summary['date']}, commit {commit}.\n")
-has_ddp = "ddp" in configs
-md.append("| link per worker | " + " | ".join(LABELS[c] for c in configs) +
-          " | block_top_k vs MPI_Allreduce | (bound: MPI_Allreduce ÷ block_top_k floor) |" +
+# The factor columns of the baselines that ran: block_top_k against MPI_Allreduce, sluice's best against DDP.
+has_mpi, has_ddp = "mpi_dense" in configs, "ddp" in configs
+extra = " |" + " |" * (2 * has_mpi + has_ddp)
+md.append("| link per worker | " + " | ".join(LABELS[c] for c in configs) + " |" +
+          (" block_top_k vs MPI_Allreduce | (bound: MPI_Allreduce ÷ block_top_k floor) |" if has_mpi else "") +
           (" best sluice vs DDP |" if has_ddp else ""))
-md.append("|---" * (len(configs) + 3 + has_ddp) + "|")
+md.append("|---" * (len(configs) + 1 + 2 * has_mpi + has_ddp) + "|")
 for rate in rates:
     rows = summary["rates"][rate]
     cells = []
@@ -152,21 +154,22 @@ for rate in rates:
         cells.append(cell)
     b = rows.get("block_top_k", {})
     best = summary["best_vs_ddp"].get(rate)
-    md.append(f"| {rate} | " + " | ".join(cells) + f" | **{fmt_x(b.get('speedup_vs_mpi_dense'))}** | "
-              f"{fmt_x(b.get('bound_vs_mpi_dense'))} |" +
+    md.append(f"| {rate} | " + " | ".join(cells) + " |" +
+              (f" **{fmt_x(b.get('speedup_vs_mpi_dense'))}** | {fmt_x(b.get('bound_vs_mpi_dense'))} |" if has_mpi
+               else "") +
               ((f" **{fmt_x(best['factor'])}** ({best['config']}) |" if best else " — |") if has_ddp else ""))
 cells = [fmt_s(summary["no_link"].get(c, {}).get("time_to_target")) for c in configs]
-md.append("| no link (floor) | " + " | ".join(cells) + " | | |" + " |" * has_ddp)
+md.append("| no link (floor) | " + " | ".join(cells) + extra)
 cells = [str(summary["no_link"].get(c, {}).get("steps_to_target") or "—") for c in configs]
-md.append("| steps to target | " + " | ".join(cells) + " | | |" + " |" * has_ddp)
+md.append("| steps to target | " + " | ".join(cells) + extra)
 cells = ["—" if c not in summary["no_link"] else f"{summary['no_link'][c]['step_seconds'] * 1e3:.1f} ms"
          for c in configs]
-md.append("| no-link step time | " + " | ".join(cells) + " | | |" + " |" * has_ddp)
+md.append("| no-link step time | " + " | ".join(cells) + extra)
 cells = []
 for c in configs:
     times = [summary["rates"][rate].get(c, {}).get("step_seconds") for rate in rates]
     cells.append(" / ".join("—" if t is None else f"{t * 1e3:.1f}" for t in times) + " ms")
-md.append(f"| step time at {' / '.join(rates)} | " + " | ".join(cells) + " | | |" + " |" * has_ddp)
+md.append(f"| step time at {' / '.join(rates)} | " + " | ".join(cells) + extra)
 md.append("")
 md.append("| speed-up of each configuration | " + " | ".join(rates) + " |")
 md.append("|---" * (len(rates) + 1) + "|")
