@@ -60,14 +60,16 @@ configs="block_top_k ring_dense"
 [[ -n $torch_py ]] && configs+=" ddp"
 if ((shaped)); then
   where="$RATE links (network namespaces, tc tbf)"
-  echo "== 4 workers, each behind a $RATE link (tc tbf, network namespaces): compressed, then dense, to $TARGET"
+  echo "== 4 workers, each behind a $RATE link (tc tbf, network namespaces): compressed, then dense$(
+    [[ -n $torch_py ]] && echo ", then PyTorch DDP"), to $TARGET"
   SKIP_BUILD=1 RATES=$RATE CONFIGS=$configs PROJECT= PHASES="shaped summary" TARGET=$TARGET EPOCHS=$EPOCHS \
     PLOT=$plot "$here/bench-e2e.sh" "$build" > "$out/bench-e2e.log" 2>&1 ||
     { tail -20 "$out/bench-e2e.log"; echo "demo.sh: the shaped runs failed; log: $out/bench-e2e.log" >&2; exit 1; }
   rate_name=$RATE
 else
   where="loopback (no shaped link)"
-  echo "== 4 workers on loopback (not root, or no network namespaces here): compressed, then dense, to $TARGET"
+  echo "== 4 workers on loopback (not root, or no network namespaces here): compressed, then dense$(
+    [[ -n $torch_py ]] && echo ", then PyTorch DDP"), to $TARGET"
   export OMP_NUM_THREADS=1
   common=(--transport zmq --batch 64 --staleness 1 --epochs "$EPOCHS" --target-accuracy "$TARGET"
           --eval-every 117 --seed 1 --optimizer adam --lr 1e-3 --quiet)
