@@ -29,6 +29,16 @@ u = f(d.mix(d.mix(1) ^ 5) >> 40) * f(2.0**-24)  # uniform01(seed 1, element 5) i
 assert w[0, 5] == (f(2) * u - f(1)) * d.np.sqrt(f(6) / f(784)), (w[0, 5], u)
 shards = [d.shard(600, r, 4, 1) for r in range(4)]
 assert sorted(sum(shards, [])) == list(range(600)) and shards[0] != list(range(150))
+# Values printed by a program built from the example's headers (mlp(sizes, 1).parameters(),
+# shard(60000, 1, 4, 1), then its epoch-0 reshuffle on rank 1), as %.9g: fp32 round-trips.
+w1, w2 = w.ravel(), d.init_weight(128, 256, 2).ravel()
+for got, want in ((w1[0], "-0.0230620299"), (w1[5], "0.0336709619"), (w1[200703], "-0.0140714999"),
+                  (w2[1000], "-0.0939599127")):
+    assert got == f(float(want)), (got, want)
+m = d.shard(60000, 1, 4, 1)
+assert (m[0], m[1], m[14999]) == (37501, 9443, 46714), (m[0], m[1], m[14999])
+d.reshuffle(m, 1, 1, 0)
+assert (m[0], m[1], m[14999]) == (14287, 25107, 32121), (m[0], m[1], m[14999])
 PY
 
 for hook in none fp16 powersgd; do
