@@ -13,8 +13,14 @@
 #      the target is projected as that step time x the steps to the target without a link.
 #   3. Summary: BUILD_DIR/bench/e2e.json and e2e.md, plot ${PLOT:-BUILD_DIR/bench/e2e.png}.
 #
+# PyTorch DDP on the same job (scripts/ddp_fashion_mnist.py: gloo, one process per worker) runs
+# as configurations ddp (DDP as it comes), ddp_fp16 (fp16_compress_hook) and ddp_powersgd
+# (powerSGD_hook, rank 1 from step 351), in the same phases: no link, 4 processes on loopback
+# through scripts/sluice-run; shaped, one process per rank namespace as the ZeroMQ runs. They are
+# in the default CONFIGS when python3-torch is importable (scripts/packages.txt group ddp).
+#
 # Knobs: RATES ("100mbit 500mbit 1gbit"), CONFIGS ("block_top_k mpi_dense ring_dense top_k
-# maxmin4"), TARGET (0.88), EPOCHS (15), LR (1e-3), PROJECT ("100mbit:ring_dense
+# maxmin4", then "ddp ddp_fp16 ddp_powersgd" with torch), TARGET (0.88), EPOCHS (15), LR (1e-3), PROJECT ("100mbit:ring_dense
 # 100mbit:mpi_dense"; PROJECT= measures every pair), PROJECT_EPOCHS (1), PHASES ("local shaped
 # summary"), SKIP_BUILD=1. Where a pair has both a measured run and a step-time run, the summary
 # reports the measured time and the projection beside it.
@@ -35,7 +41,16 @@ fm=$(realpath "$build/examples/fashion_mnist/fashion_mnist")
 [[ -x $fm ]] || { echo "bench-e2e.sh: $fm not built" >&2; exit 2; }
 
 RATES=${RATES:-"100mbit 500mbit 1gbit"}
-CONFIGS=${CONFIGS:-"block_top_k mpi_dense ring_dense top_k maxmin4"}
+torch_py=$(sluice_torch_python || true)
+default_configs="block_top_k mpi_dense ring_dense top_k maxmin4"
+[[ -n $torch_py ]] && default_configs+=" ddp ddp_fp16 ddp_powersgd"
+CONFIGS=${CONFIGS:-$default_configs}
+if [[ " $CONFIGS " == *" ddp"* && -z $torch_py ]]; then
+  echo "bench-e2e.sh: CONFIGS names a DDP configuration but no python3 imports torch; install the ddp group" \
+    "of scripts/packages.txt (apt-get install python3-torch python3-numpy libopenblas0-pthread)" >&2
+  exit 2
+fi
+ddp=(--batch 64 --seed 1 --lr "${LR:-1e-3}" --eval-every 117)
 TARGET=${TARGET:-0.88}
 EPOCHS=${EPOCHS:-15}
 LR=${LR:-1e-3}
@@ -56,9 +71,13 @@ config_args() {
     maxmin4) echo "--codec maxmin_quantize --bits 4 --feedback residual" ;;
     ring_dense) echo "--codec identity --feedback none" ;;
     mpi_dense) echo "--codec identity --feedback none --exchange mpi_allreduce" ;;
+    ddp) echo "--hook none" ;;
+    ddp_fp16) echo "--hook fp16" ;;
+    ddp_powersgd) echo "--hook powersgd --powersgd-rank 1 --powersgd-start-iter 351" ;;
     *) echo "bench-e2e.sh: unknown configuration '$1'" >&2; exit 2 ;;
   esac
 }
+is_ddp() { [[ $1 == ddp* ]]; }
 has_phase() { [[ " $PHASES " == *" $1 "* ]]; }
 projected() { [[ " $PROJECT " == *" $1:$2 "* ]]; }
 
@@ -66,7 +85,11 @@ projected() { [[ " $PROJECT " == *" $1:$2 "* ]]; }
 if has_phase local; then
   for c in $CONFIGS; do
     # shellcheck disable=SC2046
-    if [[ $c == mpi_dense ]]; then
+    if is_ddp "$c"; then
+      echo "== no link: $c (PyTorch DDP, gloo: sluice-run -n 4, TCP on loopback), $EPOCHS epochs"
+      "$here/sluice-run" -n 4 --quiet -- "$torch_py" "$here/ddp_fashion_mnist.py" "${ddp[@]}" --epochs "$EPOCHS" \
+        $(config_args "$c") --json "$out/$c-nolink.json" > "$out/$c-nolink.log" 2>&1
+    elif [[ $c == mpi_dense ]]; then
       echo "== no link: $c (mpirun -np 4, TCP on loopback), $EPOCHS epochs"
       mpirun -np 4 --oversubscribe --bind-to none --mca btl tcp,self -x OMP_NUM_THREADS -x OMP_WAIT_POLICY \
         "$fm" --transport mpi "${common[@]}" --epochs "$EPOCHS" $(config_args "$c") \
@@ -82,7 +105,7 @@ fi
 
 # ---- 2. shaped links ---------------------------------------------------------------------------
 if has_phase shaped; then
-  export NETNS_RANKS=4 NETNS_PREFIX=slce$$ NETNS_SOURCE_ONLY=1
+  export NETNS_RANKS=4 NETNS_PREFIX=${NETNS_PREFIX:-slce$$} NETNS_SOURCE_ONLY=1
   # shellcheck source=netns.sh
   source "$here/netns.sh"
   trap netns_down EXIT
@@ -115,8 +138,14 @@ if has_phase shaped; then
       else
         port=$((port + 1))
         pids=()
+        # ZeroMQ ranks, or DDP's gloo ranks (the script binds gloo to the rank's veth, SLUICE_ZMQ_HOST).
+        if is_ddp "$c"; then
+          cmd=("$torch_py" "$here/ddp_fashion_mnist.py" "${ddp[@]}")
+        else
+          cmd=("$fm" --transport zmq "${common[@]}")
+        fi
         for ((r = 0; r < NETNS_RANKS; r++)); do
-          NETNS_MASTER_PORT=$port netns_exec "$r" timeout 1800 "$fm" --transport zmq "${common[@]}" "${run[@]}" \
+          NETNS_MASTER_PORT=$port netns_exec "$r" timeout 1800 "${cmd[@]}" "${run[@]}" \
             $(config_args "$c") --json "$out/$name.json" > "$out/$name.rank$r.log" 2>&1 &
           pids+=($!)
         done

@@ -8,11 +8,15 @@
 # two jobs on loopback through scripts/sluice-run, where the link is not what limits the step, and
 # says how to see the shaped result. Either way it prints the time to the target for each and
 # writes a plot (accuracy against training time; gnuplot), whose path it prints.
+# Where python3-torch is importable (or with DDP=1, which installs it: scripts/packages.txt group
+# ddp), it also trains PyTorch DistributedDataParallel (gloo, fp32, Adam) on the same job
+# (scripts/ddp_fashion_mnist.py) to the same target at the same rate, and sets sluice against it.
 # Installs what is missing (including the dataset package) and builds Release first.
 #
-#   scripts/demo.sh                      # about 6 minutes as root on 2 cores, 1 minute on loopback
+#   scripts/demo.sh                      # about 4 minutes as root on 2 cores (+4 with DDP), 1 on loopback
 #   RATE=1gbit scripts/demo.sh           # another link rate (root)
-#   DDP=1 scripts/demo.sh                # also dense through Open MPI's MPI_Allreduce (root; ~9 min more)
+#   DDP=0 scripts/demo.sh                # without PyTorch DDP even where torch is installed
+#   MPI=1 scripts/demo.sh                # also dense through Open MPI's MPI_Allreduce (root; ~4 min more)
 #   SHAPED=0 scripts/demo.sh             # loopback, as without root
 #   TARGET=0.86 EPOCHS=8 scripts/demo.sh
 set -euo pipefail
@@ -44,18 +48,28 @@ if [[ ${SHAPED:-1} == 1 && $(id -u) == 0 ]] && ip netns add "sldemo$$" 2> /dev/n
   shaped=1
 fi
 
+# PyTorch DDP: where torch imports, or DDP=1 (then installed); DDP=0 leaves it out.
+torch_py=""
+if [[ ${DDP:-} != 0 ]]; then
+  [[ ${DDP:-} == 1 ]] && ! sluice_torch_python > /dev/null && sluice_install ddp
+  torch_py=$(sluice_torch_python || true)
+  [[ ${DDP:-} == 1 && -z $torch_py ]] && { echo "demo.sh: DDP=1 but no python3 imports torch" >&2; exit 1; }
+fi
 configs="block_top_k ring_dense"
-[[ ${DDP:-0} == 1 ]] && configs="block_top_k ring_dense mpi_dense"
+[[ ${MPI:-0} == 1 ]] && configs+=" mpi_dense"
+[[ -n $torch_py ]] && configs+=" ddp"
 if ((shaped)); then
   where="$RATE links (network namespaces, tc tbf)"
-  echo "== 4 workers, each behind a $RATE link (tc tbf, network namespaces): compressed, then dense, to $TARGET"
+  echo "== 4 workers, each behind a $RATE link (tc tbf, network namespaces): compressed, then dense$(
+    [[ -n $torch_py ]] && echo ", then PyTorch DDP"), to $TARGET"
   SKIP_BUILD=1 RATES=$RATE CONFIGS=$configs PROJECT= PHASES="shaped summary" TARGET=$TARGET EPOCHS=$EPOCHS \
     PLOT=$plot "$here/bench-e2e.sh" "$build" > "$out/bench-e2e.log" 2>&1 ||
     { tail -20 "$out/bench-e2e.log"; echo "demo.sh: the shaped runs failed; log: $out/bench-e2e.log" >&2; exit 1; }
   rate_name=$RATE
 else
   where="loopback (no shaped link)"
-  echo "== 4 workers on loopback (not root, or no network namespaces here): compressed, then dense, to $TARGET"
+  echo "== 4 workers on loopback (not root, or no network namespaces here): compressed, then dense$(
+    [[ -n $torch_py ]] && echo ", then PyTorch DDP"), to $TARGET"
   export OMP_NUM_THREADS=1
   common=(--transport zmq --batch 64 --staleness 1 --epochs "$EPOCHS" --target-accuracy "$TARGET"
           --eval-every 117 --seed 1 --optimizer adam --lr 1e-3 --quiet)
@@ -64,6 +78,11 @@ else
   "$here/sluice-run" -n 4 --quiet -- "$fm" "${common[@]}" --codec identity --feedback none \
     --json "$out/ring_dense-loopback.json"
   configs="block_top_k ring_dense"
+  if [[ -n $torch_py ]]; then
+    "$here/sluice-run" -n 4 --quiet -- "$torch_py" "$here/ddp_fashion_mnist.py" --batch 64 --seed 1 --lr 1e-3 \
+      --eval-every 117 --epochs "$EPOCHS" --target-accuracy "$TARGET" --quiet --json "$out/ddp-loopback.json"
+    configs+=" ddp"
+  fi
   rate_name=loopback
   python3 "$here/e2e_summary.py" "$out" "$out/summary.json" "$out/summary.md" "$plot" "$TARGET" "$EPOCHS" \
     "$(git rev-parse --short HEAD 2> /dev/null || echo unknown)" "$rate_name" "$configs"
@@ -87,9 +106,14 @@ printf '%-40s %12s %9s %7s %10s %12s\n' run "to $TARGET" accuracy steps training
 row block_top_k "block_top_k 1 % + residual + adam"
 row ring_dense "dense fp32 ring allreduce + adam"
 [[ $configs == *mpi_dense* ]] && row mpi_dense "dense fp32 MPI_Allreduce + adam"
+[[ $configs == *ddp* ]] && row ddp "PyTorch DDP (gloo, fp32) + adam"
 c=$(field "$out/block_top_k-$rate_name.json" time_to_target 2> /dev/null || echo -1)
 d=$(field "$out/ring_dense-$rate_name.json" time_to_target 2> /dev/null || echo -1)
 awk -v c="$c" -v d="$d" 'BEGIN { if (c > 0 && d > 0) printf "compressed reaches %s %.1fx sooner than dense\n", "'"$TARGET"'", d / c }'
+if [[ $configs == *ddp* ]]; then
+  p=$(field "$out/ddp-$rate_name.json" time_to_target 2> /dev/null || echo -1)
+  awk -v c="$c" -v p="$p" 'BEGIN { if (c > 0 && p > 0) printf "compressed reaches %s %.1fx sooner than PyTorch DDP\n", "'"$TARGET"'", p / c }'
+fi
 echo "plot (test accuracy against training time): $plot"
 echo "JSON of each run (with its accuracy curve): $out/"
 if ((!shaped)); then

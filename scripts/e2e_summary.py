@@ -18,9 +18,24 @@ LABELS = {
     "block_top_k": "block_top_k 1 % + residual",
     "top_k": "top_k 1 % + residual",
     "maxmin4": "maxmin_quantize 4 bit + residual",
+    "ddp": "PyTorch DDP (gloo, fp32)",
+    "ddp_fp16": "PyTorch DDP + fp16_compress_hook",
+    "ddp_powersgd": "PyTorch DDP + PowerSGD rank 1",
 }
 COLORS = {"mpi_dense": "#d62728", "ring_dense": "#ff7f0e", "block_top_k": "#1f77b4", "top_k": "#2ca02c",
-          "maxmin4": "#9467bd"}
+          "maxmin4": "#9467bd", "ddp": "#000000", "ddp_fp16": "#7f7f7f", "ddp_powersgd": "#8c564b"}
+# The baselines each configuration is compared with (those of them that ran), and sluice's own
+# configurations (the best of which is set against DDP as it comes).
+BASES = ("mpi_dense", "ring_dense", "ddp")
+SLUICE = ("block_top_k", "top_k", "maxmin4", "ring_dense")
+
+
+def how(c):
+    if c == "mpi_dense":
+        return "mpirun -np 4, TCP on loopback"
+    if c.startswith("ddp"):
+        return "4 processes, gloo over loopback"
+    return "4 threads, local transport"
 
 
 def load(name):
@@ -48,7 +63,7 @@ def fmt_x(x):
 
 
 summary = {"date": time.strftime("%Y-%m-%d"), "commit": commit, "target_accuracy": target, "epochs": epochs,
-           "workers": 4, "no_link": {}, "rates": {}}
+           "workers": 4, "no_link": {}, "rates": {}, "best_vs_ddp": {}}
 
 # 1. No link: final accuracy after the same epochs, steps to the target, the floor compute sets.
 nolink = {c: load(c + "-nolink") for c in configs}
@@ -58,7 +73,7 @@ for c, run in nolink.items():
         continue
     hit = first_at_target(run)
     summary["no_link"][c] = {
-        "how": "mpirun -np 4, TCP on loopback" if c == "mpi_dense" else "4 threads, local transport",
+        "how": how(c),
         "final_accuracy": run["accuracy"], "best_accuracy": max(p["accuracy"] for p in run["curve"]),
         "epochs": run["epochs"], "steps": run["steps"],
         "step_seconds": run["train_seconds"] / run["steps"],
@@ -96,15 +111,23 @@ for rate in rates:
             curves[(rate, c)] = ([(p["step"] * st, p["accuracy"]) for p in nolink[c]["curve"] if p["step"] <= n], True)
     for c, r in rows.items():
         t = r["time_to_target"]
-        for base in ("mpi_dense", "ring_dense"):
+        for base in BASES:
             b = rows.get(base, {}).get("time_to_target")
             r[f"speedup_vs_{base}"] = b / t if (b and t) else None
             # The most this configuration could gain: the baseline's time over the floor compute sets.
             floor = summary["no_link"].get(c, {}).get("time_to_target")
             r[f"bound_vs_{base}"] = b / floor if (b and floor) else None
     summary["rates"][rate] = rows
+    # sluice's best configuration at this rate against DDP as it comes.
+    timed = [(r["time_to_target"], c) for c, r in rows.items() if c in SLUICE and r["time_to_target"]]
+    d = rows.get("ddp", {}).get("time_to_target")
+    if timed and d:
+        t, c = min(timed)
+        summary["best_vs_ddp"][rate] = {"config": c, "time_to_target": t, "ddp_time_to_target": d,
+                                        "projected": rows[c]["projected"] or rows["ddp"]["projected"],
+                                        "factor": d / t}
 for c in configs:
-    if nolink.get(c) and c != "mpi_dense":
+    if nolink.get(c) and c != "mpi_dense" and not c.startswith("ddp"):
         curves[("no link", c)] = ([(p["seconds"], p["accuracy"]) for p in nolink[c]["curve"]], False)
 
 with open(summary_json, "w") as f:
@@ -113,9 +136,13 @@ with open(summary_json, "w") as f:
 # Markdown.
 md = []
 md.append(f"Target {target}, {epochs} epochs at most; {summary['date']}, commit {commit}.\n")
-md.append("| link per worker | " + " | ".join(LABELS[c] for c in configs) +
-          " | block_top_k vs MPI_Allreduce | (bound: MPI_Allreduce ÷ block_top_k floor) |")
-md.append("|---" * (len(configs) + 3) + "|")
+# The factor columns of the baselines that ran: block_top_k against MPI_Allreduce, sluice's best against DDP.
+has_mpi, has_ddp = "mpi_dense" in configs, "ddp" in configs
+extra = " |" + " |" * (2 * has_mpi + has_ddp)
+md.append("| link per worker | " + " | ".join(LABELS[c] for c in configs) + " |" +
+          (" block_top_k vs MPI_Allreduce | (bound: MPI_Allreduce ÷ block_top_k floor) |" if has_mpi else "") +
+          (" best sluice vs DDP |" if has_ddp else ""))
+md.append("|---" * (len(configs) + 1 + 2 * has_mpi + has_ddp) + "|")
 for rate in rates:
     rows = summary["rates"][rate]
     cells = []
@@ -126,21 +153,29 @@ for rate in rates:
             cell += f" (projected {fmt_s(r['projected_time_to_target'])})"
         cells.append(cell)
     b = rows.get("block_top_k", {})
-    md.append(f"| {rate} | " + " | ".join(cells) + f" | **{fmt_x(b.get('speedup_vs_mpi_dense'))}** | "
-              f"{fmt_x(b.get('bound_vs_mpi_dense'))} |")
+    best = summary["best_vs_ddp"].get(rate)
+    md.append(f"| {rate} | " + " | ".join(cells) + " |" +
+              (f" **{fmt_x(b.get('speedup_vs_mpi_dense'))}** | {fmt_x(b.get('bound_vs_mpi_dense'))} |" if has_mpi
+               else "") +
+              ((f" **{fmt_x(best['factor'])}** ({best['config']}) |" if best else " — |") if has_ddp else ""))
 cells = [fmt_s(summary["no_link"].get(c, {}).get("time_to_target")) for c in configs]
-md.append("| no link (floor) | " + " | ".join(cells) + " | | |")
-cells = [str(summary["no_link"].get(c, {}).get("steps_to_target", "—")) for c in configs]
-md.append("| steps to target | " + " | ".join(cells) + " | | |")
+md.append("| no link (floor) | " + " | ".join(cells) + extra)
+cells = [str(summary["no_link"].get(c, {}).get("steps_to_target") or "—") for c in configs]
+md.append("| steps to target | " + " | ".join(cells) + extra)
 cells = ["—" if c not in summary["no_link"] else f"{summary['no_link'][c]['step_seconds'] * 1e3:.1f} ms"
          for c in configs]
-md.append("| no-link step time | " + " | ".join(cells) + " | | |")
+md.append("| no-link step time | " + " | ".join(cells) + extra)
+cells = []
+for c in configs:
+    times = [summary["rates"][rate].get(c, {}).get("step_seconds") for rate in rates]
+    cells.append(" / ".join("—" if t is None else f"{t * 1e3:.1f}" for t in times) + " ms")
+md.append(f"| step time at {' / '.join(rates)} | " + " | ".join(cells) + extra)
 md.append("")
 md.append("| speed-up of each configuration | " + " | ".join(rates) + " |")
 md.append("|---" * (len(rates) + 1) + "|")
 for c in configs:
-    for base in ("mpi_dense", "ring_dense"):
-        if c == base or (c == "mpi_dense" and base == "ring_dense"):
+    for base in BASES:
+        if c == base or base not in configs or (c == "mpi_dense" and base == "ring_dense"):
             continue
         cells = []
         for rate in rates:
@@ -156,7 +191,8 @@ for c in configs:
     if n is None:
         continue
     md.append(f"| {LABELS[c]} ({n['how']}) | {n['final_accuracy']:.4f} | {n['best_accuracy']:.4f} | "
-              f"{n['epoch_to_target'] or '—'} | {n['points_vs_ring_dense']:+.2f} | "
+              f"{n['epoch_to_target'] or '—'} | "
+              f"{'—' if n['points_vs_ring_dense'] is None else format(n['points_vs_ring_dense'], '+.2f')} | "
               f"{'—' if n['points_vs_mpi_dense'] is None else format(n['points_vs_mpi_dense'], '+.2f')} |")
 md.append("")
 md.append("| configuration | " + " | ".join(str(i + 1) for i in range(epochs)) + " |")

@@ -72,4 +72,16 @@ sluice_install() {
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get "${wait_opt[@]}" install -y -qq --no-install-recommends "${missing[@]}"
 }
 
+# sluice_torch_python : prints the Python interpreter that imports torch (Debian's python3-torch,
+# scripts/packages.txt group ddp): python3 first, then /usr/bin/python3 (a python3 earlier on PATH,
+# e.g. pyenv's, does not see Debian's packages); prints nothing and returns 1 when none does.
+sluice_torch_python() {
+  local py
+  for py in python3 /usr/bin/python3; do
+    command -v "$py" > /dev/null 2>&1 || continue
+    "$py" -c "import torch, numpy" > /dev/null 2>&1 && { command -v "$py"; return 0; }
+  done
+  return 1
+}
+
 sluice_jobs() { nproc 2>/dev/null || echo 2; }
