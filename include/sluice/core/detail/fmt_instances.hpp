@@ -5,14 +5,14 @@
 // escapes): about 90 KB of code and a fifth of a pipeline unit's code generation. libfmt holds
 // the explicit instantiation (src/format.cc), so declaring it here keeps the body out. Only for
 // g++ against a compiled fmt 9: clang mangles the specialization's parameter types differently
-// from the g++ that built Debian's libfmt, and a header-only fmt (FMT_HEADER_ONLY) has no
-// library to link.
+// from the g++ that built Debian's libfmt, nvcc's units are left as they were, and a header-only
+// fmt (FMT_HEADER_ONLY) has no library to link.
 #pragma once
 
 #include <fmt/core.h>
 
-#if defined(__GNUC__) && !defined(__clang__) && !defined(FMT_HEADER_ONLY) && FMT_VERSION >= 90000 && \
-    FMT_VERSION < 100000 && !defined(SLUICE_NO_FMT_EXTERN)
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && !defined(FMT_HEADER_ONLY) && \
+    FMT_VERSION >= 90000 && FMT_VERSION < 100000 && !defined(SLUICE_NO_FMT_EXTERN)
 FMT_BEGIN_NAMESPACE
 namespace detail {
 extern template void vformat_to<char>(buffer<char>&, basic_string_view<char>,
