@@ -9,6 +9,8 @@
 
 #include <fmt/core.h>
 
+#include <sluice/core/detail/fmt_instances.hpp>
+
 namespace sluice {
 
 /// Why an operation failed. Values are stable: they may appear in logs and on the wire.

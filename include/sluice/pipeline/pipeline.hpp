@@ -3,9 +3,9 @@
 // encode (feedback + codec), exchange (the collective, aggregating as messages arrive) and apply
 // (the optimizer on fp32 master weights) on three stage threads, so that with staleness s >= 1
 // the exchange and update of step t overlap the trainer's compute of step t + 1 (StellaTrain's
-// pipelined iterations). This class holds the trainer's calls and the buffers; the rest has rooms
-// of its own: options.hpp, exchange.hpp, checkpoint.hpp and detail/ (stages, agreement, rules,
-// flat_plan).
+// pipelined iterations). This class holds the trainer's calls; the rest has rooms of its own:
+// options.hpp, exchange.hpp, checkpoint.hpp and detail/ (machinery: the buffers and the stage
+// loops; stages: the scheduler; scheduling, agreement, rules, flat_plan).
 #pragma once
 
 #include <algorithm>
@@ -36,6 +36,7 @@
 #include <sluice/pipeline/detail/buckets.hpp>
 #include <sluice/pipeline/detail/compensation.hpp>
 #include <sluice/pipeline/detail/flat_plan.hpp>
+#include <sluice/pipeline/detail/machinery.hpp>
 #include <sluice/pipeline/detail/parameters.hpp>
 #include <sluice/pipeline/detail/rules.hpp>
 #include <sluice/pipeline/detail/stages.hpp>
@@ -61,8 +62,9 @@ namespace sluice {
 /// by the exchange thread only (after attach), so engines that want one calling thread work.
 /// Errors on a stage thread stop the pipeline and are rethrown by the trainer's next call.
 template <class C, class F, class O, class T, class Collective = by_codec>  // checked by detail/rules.hpp
-class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
+class pipeline : detail::pipeline::machinery<C, F, O, T, Collective> {
   using rules = detail::pipeline::rules<C, F, O, T, Collective>;
+  using machinery = detail::pipeline::machinery<C, F, O, T, Collective>;
 
  public:
   using codec_type = C;
@@ -76,12 +78,8 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
   static constexpr bool dense_exchange = rules::dense_exchange;  ///< every bucket summed as fp32
 
   pipeline(C codec, F feedback, O optimizer, T&& transport, pipeline_options options = {}, Collective choice = {})
-      : codec_(std::move(codec)),
-        feedback_(std::move(feedback)),
-        opt_(std::move(optimizer)),
-        t_(std::forward<T>(transport)),
-        options_(options),
-        group_size_(rules::group_size(choice)) {
+      : machinery(std::move(codec), std::move(feedback), std::move(optimizer), std::forward<T>(transport), options,
+                  rules::group_size(choice)) {
     rules::validate(codec_, feedback_, opt_, options_);
     detail::pipeline::check_scheduling(options_.scheduling);
   }
@@ -307,8 +305,15 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
 
  private:
   using clock = detail::pipeline::clock;
-  using work = detail::pipeline::work;
-  using bucket = detail::pipeline::bucket<C, O, Collective>;
+  using typename machinery::bucket;
+  // The machinery's buffers and loops (detail/machinery.hpp), by name.
+  using machinery::codec_, machinery::in_force_, machinery::weight_, machinery::batches_id_, machinery::feedback_,
+      machinery::opt_, machinery::t_, machinery::options_, machinery::group_size_, machinery::layout_, machinery::plan_,
+      machinery::attached_, machinery::run_, machinery::params_, machinery::flat_, machinery::ahead_,
+      machinery::buckets_, machinery::fstate_, machinery::master_, machinery::grads_, machinery::reported_,
+      machinery::handed_, machinery::finite_, machinery::reported_count_, machinery::pending_, machinery::ready_,
+      machinery::step_, machinery::published_, machinery::hook_, machinery::stages_;
+  using machinery::encode_loop, machinery::exchange_loop, machinery::apply_loop;
 
   // Runs a trainer's call that lends gradients: if it throws, no read of them runs any more when
   // the error leaves the pipeline, so the trainer may free them as it unwinds.
@@ -408,164 +413,6 @@ class pipeline : detail::pipeline::rules<C, F, O, T, Collective> {
     stages_.emit(stage::publish, {step_ > 0 ? step_ - 1 : 0, 0}, stage_thread::trainer, t0,
                  detail::pipeline::seconds_since(t0), flat.size() * sizeof(float));
   }
-
-  // --- the stage threads' loops -------------------------------------------------------------
-
-  [[nodiscard]] collective_context context(std::uint64_t step, std::size_t b) const {
-    return {
-        .step = step, .tensor = b, .seed = options_.seed, .timeout = options_.timeout, .tag = pipeline_tags::bucket(b)};
-  }
-
-  void encode_loop() {
-    work w;
-    detail::pipeline::encode_job job{};
-    while (stages_.next_encode(w, job)) {
-      auto& bk = buckets_[w.bucket];
-      auto& g = grads_[static_cast<std::size_t>(w.step % (options_.staleness + 1))];
-      auto const t0 = clock::now();
-      std::span<float const> const grad(g.data() + bk.first, bk.elements);
-      if (job == detail::pipeline::encode_job::read) {  // out of the trainer's memory, its step() waits
-        bool const finite = flat_.gather_bucket(w.bucket, handed_, g, in_force_.get(w.step).weight);
-        finite_[finite_slot(w)] = finite ? 1 : 0;
-        stages_.emit(stage::read, w, stage_thread::encode, t0, detail::pipeline::seconds_since(t0),
-                     bk.elements * sizeof(float));
-        stages_.read(w);  // the trainer's memory is no longer read, whatever follows
-        if (!finite && rules::checks_finite(feedback_)) throw_non_finite(w, grad);
-        continue;
-      }
-      C const codec = in_force_.get(w.step).codec;
-      collective_context const ctx = context(w.step, w.bucket);
-      std::size_t bytes = 0;
-      bucket_encoder<F, C> const enc{feedback_, *fstate_, w.bucket, bk.fws, finite_[finite_slot(w)] != 0};
-      try {
-        bytes = bk.compressed ? bk.cx.encode(enc, codec, grad, ctx, t_.rank())
-                              : bk.dx.encode(enc, codec, grad, ctx, t_.rank());
-      } catch (error const& e) {
-        if (e.kind() != errc::non_finite) throw;
-        throw_non_finite(w, grad);
-      }
-      if (bytes == 0 && bk.elements > 0) throw_non_finite(w, grad);
-      double const residual_sq =
-          options_.measure_residual ? detail::pipeline::squared_norm(fstate_->slice(w.bucket), F::state_buffers) : 0.0;
-      double const secs = detail::pipeline::seconds_since(t0);
-      stages_.emit(stage::encode, w, stage_thread::encode, t0, secs, bytes);
-      stages_.encoded(w, bytes, secs, residual_sq);
-    }
-  }
-  // Whether the read of bucket w.bucket's gradient of step w.step found it finite (the encode
-  // thread's own record, per gradient buffer: a later step's read may come first).
-  [[nodiscard]] std::size_t finite_slot(work w) const noexcept {
-    return static_cast<std::size_t>(w.step % grads_.size()) * buckets_.size() + w.bucket;
-  }
-  // The error names the parameter and the element, whichever layer found the value.
-  [[noreturn]] void throw_non_finite(work w, std::span<float const> grad) const {
-    std::size_t const at = std::min(first_non_finite(grad), grad.size() - 1);
-    auto const o = flat_.locate(buckets_[w.bucket].first + at);
-    throw_error(errc::non_finite,
-                "pipeline: step {}, rank {}: the gradient of parameter '{}' is {} at element {}; nothing was sent. "
-                "Find where it comes from (a loss that overflows, a learning rate too high: clip the gradient or "
-                "scale the loss), or build the feedback with non_finite_policy::propagate to sum NaN/Inf like any "
-                "value",
-                w.step, t_.rank(), layout_[o.tensor].name, grad[at], o.element);
-  }
-
-  void exchange_loop() {
-    std::uint64_t hooked = 0;  // steps the step hook has run for
-    bool resumed = false;      // the ranks agreed on the run and the first step
-    std::uint64_t agreed = 0;  // the batch sizes they agreed on
-    for (std::uint64_t step = 0;; ++step) {
-      for (std::size_t b = 0; b < buckets_.size(); ++b) {
-        auto const turn = stages_.next_exchange(step, b);
-        if (turn == detail::pipeline::exchange_turn::stop) return;
-        if (turn == detail::pipeline::exchange_turn::skip) continue;  // restored past it
-        if (std::uint64_t const batches = in_force_.get(step).batches; !resumed || batches != agreed) {
-          detail::pipeline::agree_on_resume(t_, run_, step, batches, options_.timeout);
-          resumed = true;
-          agreed = batches;
-        }
-        if (hook_ && hooked <= step) {
-          hook_->before_exchange(t_, step);
-          hooked = step + 1;
-        }
-        auto& bk = buckets_[b];
-        C const codec = in_force_.get(step).codec;
-        auto const t0 = clock::now();
-        collective_context const ctx = context(step, b);
-        bucket_encoder<F, C> const enc{feedback_, *fstate_, b, bk.fws};
-        std::size_t const sent =
-            bk.compressed ? bk.cx.exchange(t_, codec, ctx, bk.sum, enc) : bk.dx.exchange(t_, codec, ctx, bk.sum, enc);
-        double const secs = detail::pipeline::seconds_since(t0);
-        stages_.emit(stage::exchange, {step, b}, stage_thread::exchange, t0, secs, sent);
-        stages_.exchanged({step, b}, sent, secs);
-      }
-    }
-  }
-
-  void apply_loop() {
-    work w;
-    detail::pipeline::apply_job job{};
-    while (stages_.next_apply(w, job)) {
-      auto& bk = buckets_[w.bucket];
-      auto const t0 = clock::now();
-      if (job == detail::pipeline::apply_job::view) {  // w.step: the update bucket w.bucket holds
-        ahead_.view(opt_, master_, bk, grads_, w.step);
-        if (params_.owned()) flat_.scatter_bucket(w.bucket, ahead_.ahead(), params_.buffer(w.step));
-        stages_.emit(stage::view, w, stage_thread::apply, t0, detail::pipeline::seconds_since(t0),
-                     bk.elements * sizeof(float));
-        stages_.viewed(w);
-        continue;
-      }
-      ahead_.before_apply(master_, bk.first, bk.elements);
-      float const world = static_cast<float>(t_.size());
-      std::span<float> const params(master_.data() + bk.first, bk.elements);
-      if (bk.sum.sparse) {
-        for (float& x : bk.sum.sparse_values.values()) x /= world;
-        sluice::step(opt_, bk.ostate, params, bk.sum.sparse_values.view());
-      } else {
-        for (float& x : bk.sum.dense) x /= world;
-        sluice::step(opt_, bk.ostate, params, std::span<float const>(bk.sum.dense));
-      }
-      // The owned buffer of update w.step + 1 (with compensation on, the view goes there instead).
-      if (params_.owned() && !ahead_.active()) flat_.scatter_bucket(w.bucket, master_, params_.buffer(w.step + 1));
-      double const secs = detail::pipeline::seconds_since(t0);
-      stages_.emit(stage::apply, w, stage_thread::apply, t0, secs, bk.elements * sizeof(float));
-      stages_.applied(w, secs);
-    }
-  }
-
-  C codec_;
-  struct in_force {  // what a step runs with, set as it begins
-    C codec{};
-    std::uint64_t batches = 0;  // identity of the batch sizes
-    float weight = 1.0f;        // this rank's gradient weight
-  };
-  detail::pipeline::step_ring<in_force> in_force_;
-  float weight_ = 1.0f;           // this rank's gradient weight from the next step on
-  std::uint64_t batches_id_ = 0;  // identity of the batch sizes from the next step on
-  F feedback_;
-  O opt_;
-  T t_;
-  pipeline_options options_;
-  int group_size_ = 1;  // by_hierarchical: ranks per group
-  layout layout_{};
-  bucket_plan plan_{};
-  bool attached_ = false;
-  std::uint64_t run_ = 0;
-  detail::pipeline::published_parameters params_;
-  detail::pipeline::flat_plan flat_;
-  detail::pipeline::compensator<O> ahead_;  // staleness compensation
-  std::vector<bucket> buckets_;
-  std::unique_ptr<feedback_state> fstate_;
-  std::vector<float> master_;
-  std::vector<std::vector<float>> grads_;
-  std::vector<std::uint8_t> reported_;
-  std::vector<std::span<float const>> handed_;  // this step's gradients, in the trainer's memory
-  std::vector<std::uint8_t> finite_;            // per gradient buffer and bucket: the read found no NaN/Inf
-  std::size_t reported_count_ = 0;
-  std::vector<std::size_t> pending_, ready_;
-  std::uint64_t step_ = 0, published_ = 0;
-  std::shared_ptr<step_hook<C, transport_type>> hook_;  // set before attach, read-only afterwards
-  detail::pipeline::stages stages_;                     // last: its threads stop before the rest goes
 };
 
 template <class C, class F, class O, class T>

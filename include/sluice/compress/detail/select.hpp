@@ -462,3 +462,6 @@ top_k_threshold select_top_k(std::span<T const> in, std::size_t k, select_worksp
 }
 
 }  // namespace sluice::compress_detail
+
+// The instances sluice::kernels compiles once (extern template with SLUICE_SEPARATE_KERNELS).
+#include <sluice/compress/detail/instances.hpp>

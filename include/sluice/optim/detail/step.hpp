@@ -15,6 +15,7 @@
 #include <sluice/core/error.hpp>
 #include <sluice/core/float16.hpp>
 #include <sluice/core/sparse.hpp>
+#include <sluice/optim/detail/instances.hpp>
 #include <sluice/optim/detail/kernel.hpp>
 #include <sluice/optim/state.hpp>
 

@@ -1,0 +1,24 @@
+# sluice_add_kernels(<name>)
+#
+# A static library <name> holding sluice's stamped kernels compiled once: the optimizer steps of
+# every step rule, moment precision, shadow and index width (include/sluice/optim/detail/instances.hpp)
+# and the top-k selection of every element type (include/sluice/compress/detail/instances.hpp), for
+# trainers whose translation units include a pipeline, an optimizer or a top-k codec. Linking it
+# defines SLUICE_SEPARATE_KERNELS for the consumer, whose translation units then declare those
+# kernels `extern template` and generate no code for them. It is compiled with the consumer's
+# compiler and flags; the header-only default (sluice::sluice alone) is unchanged. The top-level
+# project and find_package(sluice) create it as sluice::kernels (EXCLUDE_FROM_ALL: built when linked).
+set(_SLUICE_KERNELS_SOURCE_DIR "${CMAKE_CURRENT_LIST_DIR}/../src/kernels")
+if(NOT EXISTS "${_SLUICE_KERNELS_SOURCE_DIR}/optim_adam.cpp")
+  set(_SLUICE_KERNELS_SOURCE_DIR "${CMAKE_CURRENT_LIST_DIR}/kernels")  # installed beside this file
+endif()
+
+function(sluice_add_kernels name)
+  set(_sources "")
+  foreach(_unit IN ITEMS optim_sgd optim_adam compress_select)
+    list(APPEND _sources "${_SLUICE_KERNELS_SOURCE_DIR}/${_unit}.cpp")
+  endforeach()
+  add_library(${name} STATIC EXCLUDE_FROM_ALL ${_sources})
+  target_link_libraries(${name} PUBLIC sluice::sluice)
+  target_compile_definitions(${name} INTERFACE SLUICE_SEPARATE_KERNELS=1)
+endfunction()
