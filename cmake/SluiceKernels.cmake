@@ -8,10 +8,7 @@
 # kernels `extern template` and generate no code for them. It is compiled with the consumer's
 # compiler and flags; the header-only default (sluice::sluice alone) is unchanged. The top-level
 # project and find_package(sluice) create it as sluice::kernels (EXCLUDE_FROM_ALL: built when linked).
-set(_SLUICE_KERNELS_SOURCE_DIR "${CMAKE_CURRENT_LIST_DIR}/../src/kernels")
-if(NOT EXISTS "${_SLUICE_KERNELS_SOURCE_DIR}/optim_adam.cpp")
-  set(_SLUICE_KERNELS_SOURCE_DIR "${CMAKE_CURRENT_LIST_DIR}/kernels")  # installed beside this file
-endif()
+set(_SLUICE_KERNELS_SOURCE_DIR "${CMAKE_CURRENT_LIST_DIR}/kernels")  # in the tree and installed alike
 
 function(sluice_add_kernels name)
   set(_sources "")
