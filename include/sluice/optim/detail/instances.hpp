@@ -3,7 +3,7 @@
 // (32, 64 bits). Each stamps its lane bodies per instruction-set level, so a translation unit
 // that steps an optimizer generates them all; with SLUICE_SEPARATE_KERNELS (defined by linking
 // sluice::kernels) they are declared `extern template` here and taken from that library
-// (src/kernels/, docs/architecture.md "Compiling the kernels once"). The header-only default
+// (cmake/kernels/, docs/architecture.md "Compiling the kernels once"). The header-only default
 // does not see these declarations.
 #pragma once
 
