@@ -5,7 +5,7 @@
 # evaluation at each epoch's end. Runs are deterministic for a seed, so the machine's load does not
 # change the figures. Prints one markdown table per model and learning rate.
 #   scripts/staleness_matrix.sh [build dir] [output dir]
-# Knobs (environment): MODELS ("name=w0,w1,...;..."), LRS, CODECS, STALENESS, EPOCHS, MOMENTUM, SEED.
+# Knobs (environment): TABLE_ONLY=1 (print the table of the runs there), MODELS ("name=w0,w1,...;..."), LRS, CODECS, STALENESS, EPOCHS, MOMENTUM, SEED.
 # Needs the example built with FASHION_MNIST_CODECS containing every codec of CODECS.
 set -euo pipefail
 build=${1:-build/release}
@@ -38,7 +38,7 @@ for lr in $lrs; do
     for codec in $codecs; do
       for s in $stalenesses; do
         cell="$out/$name-lr$lr-$codec-s$s"
-        [[ -s $cell.json ]] && continue
+        [[ -s $cell.json || -n ${TABLE_ONLY:-} ]] && continue
         # shellcheck disable=SC2046
         "$fm" --workers 4 --transport local --batch 64 --seed "$seed" --epochs "$epochs" --data "$data" --quiet \
           --sizes "${sizes[@]}" --optimizer sgd --lr "$lr" --momentum "$momentum" $(codec_opts "$codec") \
@@ -55,7 +55,7 @@ def acc(name, lr, codec, s):
     f = pathlib.Path(out) / f"{name}-lr{lr}-{codec}-s{s}.json"
     if not f.exists():
         log = f.with_suffix(".log")
-        return None, ("diverged" if log.exists() and "non-finite" in log.read_text() else "missing")
+        return None, ("diverged" if log.exists() and "non-finite" in log.read_text() else "not run")
     return json.loads(f.read_text())["accuracy"], ""
 for m in models.split(";"):
     name, sizes = m.split("=")
