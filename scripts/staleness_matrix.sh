@@ -5,7 +5,8 @@
 # evaluation at each epoch's end. Runs are deterministic for a seed, so the machine's load does not
 # change the figures. Prints one markdown table per model and learning rate.
 #   scripts/staleness_matrix.sh [build dir] [output dir]
-# Knobs (environment): TABLE_ONLY=1 (print the table of the runs there), MODELS ("name=w0,w1,...;..."), LRS, CODECS, STALENESS, EPOCHS, MOMENTUM, SEED.
+# Knobs (environment): TABLE_ONLY=1 (print the table of the runs there), MODELS ("name=w0,w1,...;..."),
+# LRS, CODECS (qsgd: 4 bits, qsgd8: 8 bits), STALENESS, EPOCHS, MOMENTUM, SEED.
 # Needs the example built with FASHION_MNIST_CODECS containing every codec of CODECS.
 set -euo pipefail
 build=${1:-build/release}
@@ -14,7 +15,7 @@ fm=$build/examples/fashion_mnist/fashion_mnist
 data=${FASHION_MNIST_DATA:-/usr/share/datasets/fashion-mnist}
 models=${MODELS:-"mlp=784,256,128,10;deep=784,512,256,128,10"}
 lrs=${LRS:-"0.02 0.1"}
-codecs=${CODECS:-"identity random_k top_k block_top_k maxmin_quantize qsgd sign"}
+codecs=${CODECS:-"identity random_k top_k block_top_k maxmin_quantize qsgd qsgd8 sign"}
 stalenesses=${STALENESS:-"0 1 2"}
 epochs=${EPOCHS:-2}
 momentum=${MOMENTUM:-0.9}
@@ -26,6 +27,7 @@ codec_opts() {  # the codec's options: the settings of docs/performance/e2e.md
     random_k) echo "--codec random_k --ratio 0.05 --feedback residual" ;;
     top_k | block_top_k) echo "--codec $1 --ratio 0.01 --feedback residual" ;;
     maxmin_quantize | qsgd) echo "--codec $1 --bits 4 --feedback residual" ;;
+    qsgd8) echo "--codec qsgd --bits 8 --feedback residual" ;;  # 4 bits + residual diverges with momentum SGD
     sign) echo "--codec sign --feedback residual" ;;
     *) echo "unknown codec $1" >&2; exit 1 ;;
   esac
@@ -71,7 +73,10 @@ for m in models.split(";"):
                 vals.append(a)
             drop = ""
             if vals[0] is not None and len(vals) > 1:
-                rest = [v if v is not None else 0.0 for v in vals[1:]]
-                drop = f"{100 * (min(rest) - vals[0]):+.2f}"
+                rest = [v for v in vals[1:] if v is not None]
+                if "diverged" in cells[1:]:
+                    drop = "diverged"
+                elif rest:
+                    drop = f"{100 * (min(rest) - vals[0]):+.2f}"
             print(f"| {c} | " + " | ".join(cells) + f" | {drop} |")
 PY
