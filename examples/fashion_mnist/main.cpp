@@ -56,7 +56,8 @@ std::string describe(job const& j) {
   if (o.codec == "top_k" || o.codec == "block_top_k" || o.codec == "random_k") codec += fmt::format(" {:g}", o.ratio);
   if (o.codec == "maxmin_quantize" || o.codec == "qsgd") codec += fmt::format(" {} bit", o.bits);
   if (o.exchange == "mpi_allreduce") codec += " (MPI_Allreduce)";
-  return fmt::format("{} + {} + {}", codec, o.feedback, o.optimizer);
+  std::string const warm = o.warmup_epochs > 0 ? fmt::format(" (warm-up {} epochs)", o.warmup_epochs) : "";
+  return fmt::format("{}{} + {} + {}", codec, warm, o.feedback, o.optimizer);
 }
 
 void report(job const& j, train_result const& r) {
@@ -79,16 +80,16 @@ void report(job const& j, train_result const& r) {
         curve.empty() ? "" : ",", p.epoch, p.step, p.seconds, p.loss, p.accuracy, p.sent_bytes);
   std::string const json = fmt::format(
       "{{\"codec\":\"{}\",\"exchange\":\"{}\",\"ratio\":{},\"bits\":{},\"feedback\":\"{}\",\"optimizer\":\"{}\","
-      "\"lr\":{},\"transport\":\"{}\","
+      "\"lr\":{},\"momentum\":{},\"warmup_epochs\":{},\"transport\":\"{}\","
       "\"workers\":{},\"staleness\":{},\"compensation\":\"{}\",\"batch\":{},\"batches\":[{}],\"slow_rank\":{},"
       "\"slow_factor\":{},\"device_us_per_image\":{},\"seed\":{},\"sizes\":[{}],\"target_"
       "accuracy\":{},"
       "\"accuracy\":{:.4f},\"epochs\":{},\"steps\":{},\"wall_seconds\":{:.3f},\"train_seconds\":{:.3f},"
       "\"time_to_target\":{:.3f},\"sent_bytes\":{},\"dense_bytes\":{},\"curve\":[{}]}}\n",
-      o.codec, o.exchange, o.ratio, o.bits, o.feedback, o.optimizer, o.lr, j.transport, r.workers, o.staleness,
-      o.compensation, o.batch, fmt::join(r.batches, ","), o.slow_rank, o.slow_factor, o.device_us_per_image, o.seed,
-      fmt::join(o.sizes, ","), o.target_accuracy, r.accuracy, r.epochs, r.steps, r.wall_seconds, r.train_seconds,
-      r.time_to_target, r.sent_bytes, r.dense_bytes, curve);
+      o.codec, o.exchange, o.ratio, o.bits, o.feedback, o.optimizer, o.lr, o.momentum, o.warmup_epochs, j.transport,
+      r.workers, o.staleness, o.compensation, o.batch, fmt::join(r.batches, ","), o.slow_rank, o.slow_factor,
+      o.device_us_per_image, o.seed, fmt::join(o.sizes, ","), o.target_accuracy, r.accuracy, r.epochs, r.steps,
+      r.wall_seconds, r.train_seconds, r.time_to_target, r.sent_bytes, r.dense_bytes, curve);
   if (j.json.empty()) return;
   if (j.json == "-") {
     std::fputs(json.c_str(), stdout);
@@ -226,7 +227,13 @@ int main(int argc, char** argv) {
                "time every worker's compute, then split --batch x workers with the solver's allocate_batches "
                "(prints the sizes: pass them to --batch-sizes to repeat the run)")
       ->excludes("--batch-sizes");
-  app.add_option("--feedback", o.feedback, "error feedback")->check(CLI::IsMember({"none", "residual", "ef21"}));
+  app.add_option("--feedback", o.feedback,
+                 "error feedback; momentum_correction: DGC's (top_k, block_top_k; --momentum is then the "
+                 "feedback's and sgd runs without)")
+      ->check(CLI::IsMember({"none", "residual", "ef21", "momentum_correction"}));
+  app.add_option("--warmup-epochs", o.warmup_epochs,
+                 "DGC's warm-up: top_k, block_top_k, random_k keep 25 % at first, ramping geometrically to --ratio "
+                 "over these epochs (one stage each)");
   app.add_option("--optimizer", o.optimizer, "optimizer")->check(CLI::IsMember({"sgd", "adam", "adamw"}));
   app.add_option("--lr", o.lr, "learning rate");
   app.add_option("--momentum", o.momentum, "sgd momentum");

@@ -51,7 +51,7 @@ struct train_options {
   std::string codec = "block_top_k";  ///< identity, top_k, block_top_k, maxmin_quantize, random_k, qsgd, sign
   double ratio = 0.01;                ///< top_k, block_top_k, random_k: fraction of elements kept
   unsigned bits = 4;                  ///< maxmin_quantize: bits per element; qsgd: 2^(bits-1) - 1 levels
-  std::string feedback = "residual";  ///< none, residual, ef21
+  std::string feedback = "residual";  ///< none, residual, ef21, momentum_correction (top_k, block_top_k; sgd)
   std::string exchange = "codec";     ///< codec: the codec's collective; mpi_allreduce; hierarchical (by_hierarchical)
   int group_size = 0;                 ///< hierarchical: ranks per group; 0: LOCAL_WORLD_SIZE
   std::vector<std::size_t>
@@ -62,7 +62,8 @@ struct train_options {
   double device_us_per_image = 0;  ///< an emulated accelerator: each pass also waits this long per image, off the CPU
   std::string optimizer = "adam";  ///< sgd, adam, adamw
   double lr = 1e-3;
-  double momentum = 0.9;  ///< sgd only
+  double momentum = 0.9;       ///< sgd; with momentum_correction the feedback's (the optimizer then has none)
+  unsigned warmup_epochs = 0;  ///< DGC's warm-up: the kept fraction ramps from 25 % down over these epochs
   unsigned staleness = 1;
   std::string compensation = "local_step";  ///< none, weight_prediction, local_step (sluice::compensation_method)
   std::size_t batch = 64;                   ///< per worker
@@ -270,6 +271,14 @@ train_result train(C codec, F feedback, O optimizer, any_transport transport, da
                   "fashion_mnist: a shard of {} images holds no batch of {}; use fewer workers or a smaller --batch",
                   mine.size(), batch);
   std::size_t const eval_every = o.eval_every > 0 ? o.eval_every : steps_per_epoch;
+  // DGC's warm-up: the codec's strength ramps geometrically from its warm start (25 % kept for the
+  // top-k family) to its own value, one stage per epoch; set before each step of the ramp.
+  sluice::warmup const ramp{.steps = o.warmup_epochs * steps_per_epoch, .stages = o.warmup_epochs};
+  C const target = pipe.codec();
+  if constexpr (!sluice::WarmableCodec<C>)
+    sluice::require(ramp.steps == 0, sluice::errc::unsupported,
+                    "--warmup-epochs {}: codec {} has no strength to ramp; use top_k, block_top_k or random_k",
+                    o.warmup_epochs, o.codec);
 
   auto const start = clock::now();
   double eval_seconds = 0, loss_sum = 0;
@@ -288,6 +297,8 @@ train_result train(C codec, F feedback, O optimizer, any_transport transport, da
       if (res.rank == o.slow_rank) wait = (clock::now() - c0 + wait) * o.slow_factor - (clock::now() - c0);
       if (wait.count() > 0) std::this_thread::sleep_for(wait);
       ++loss_count;
+      if constexpr (sluice::WarmableCodec<C>)
+        if (res.steps <= ramp.steps && ramp.steps > 0) pipe.set_codec(ramp.apply(target, res.steps));
       pipe.step(net.gradients());
       ++res.steps;
       bool const last = epoch + 1 == o.epochs && s + 1 == steps_per_epoch;
@@ -327,27 +338,32 @@ train_result train(C codec, F feedback, O optimizer, any_transport transport, da
 /// The feedback and optimizer choices compiled in. Each pair is one more pipeline per codec
 /// (several seconds of compile time each), so ef21 and adamw are built only with
 /// -DFASHION_MNIST_ALL_POLICIES=ON.
+/// momentum_correction (DGC) is compiled for top_k and block_top_k only.
 #if FASHION_MNIST_ALL_POLICIES
-using feedback_choice = std::variant<sluice::no_feedback, sluice::residual, sluice::ef21>;
+using feedback_choice = std::variant<sluice::no_feedback, sluice::residual, sluice::momentum_correction, sluice::ef21>;
 using optimizer_choice = std::variant<sluice::sgd, sluice::adam, sluice::adamw>;
 #else
-using feedback_choice = std::variant<sluice::no_feedback, sluice::residual>;
+using feedback_choice = std::variant<sluice::no_feedback, sluice::residual, sluice::momentum_correction>;
 using optimizer_choice = std::variant<sluice::sgd, sluice::adam>;
 #endif
 
 inline feedback_choice make_feedback(train_options const& o) {
   if (o.feedback == "none") return sluice::no_feedback{};
   if (o.feedback == "residual") return sluice::residual{};
+  if (o.feedback == "momentum_correction") return sluice::momentum_correction{.momentum = o.momentum};
 #if FASHION_MNIST_ALL_POLICIES
   if (o.feedback == "ef21") return sluice::ef21{};
 #else
   sluice::require(o.feedback != "ef21", sluice::errc::unsupported,
                   "--feedback ef21 is not compiled into this build; reconfigure with -DFASHION_MNIST_ALL_POLICIES=ON");
 #endif
-  sluice::throw_error(sluice::errc::invalid_argument, "--feedback {}: choose none, residual or ef21", o.feedback);
+  sluice::throw_error(sluice::errc::invalid_argument,
+                      "--feedback {}: choose none, residual, momentum_correction or ef21", o.feedback);
 }
 inline optimizer_choice make_optimizer(train_options const& o) {
-  if (o.optimizer == "sgd") return sluice::sgd{.lr = o.lr, .momentum = o.momentum};
+  // DGC: with momentum_correction the momentum is the feedback's, and the optimizer has none.
+  if (o.optimizer == "sgd")
+    return sluice::sgd{.lr = o.lr, .momentum = o.feedback == "momentum_correction" ? 0.0 : o.momentum};
   if (o.optimizer == "adam") return sluice::adam{.lr = o.lr};
 #if FASHION_MNIST_ALL_POLICIES
   if (o.optimizer == "adamw") return sluice::adamw{.lr = o.lr};
@@ -381,19 +397,32 @@ template <class C>
 train_result train_codec(C codec, any_transport transport, data const& d, train_options const& o) {
   return std::visit(
       [&]<class F, class O>(F feedback, O optimizer) -> train_result {
+        constexpr bool dgc = std::is_same_v<F, sluice::momentum_correction>;
         if constexpr (std::is_same_v<C, sluice::identity> && !std::is_same_v<F, sluice::no_feedback>) {
           sluice::throw_error(sluice::errc::invalid_argument,
                               "--codec identity sends gradients exactly: error feedback has nothing to compensate; "
                               "use --feedback none");
+        } else if constexpr (dgc && !std::is_same_v<C, sluice::top_k> && !std::is_same_v<C, sluice::block_top_k>) {
+          sluice::throw_error(sluice::errc::unsupported,
+                              "--feedback momentum_correction is compiled for --codec top_k and block_top_k (DGC's "
+                              "codecs); use --feedback residual with --codec {}",
+                              o.codec);
+        } else if constexpr (dgc && !std::is_same_v<O, sluice::sgd>) {
+          sluice::throw_error(
+              sluice::errc::unsupported,
+              "--feedback momentum_correction keeps DGC's momentum, so the optimizer must keep none: "
+              "use --optimizer sgd (it runs without momentum), or --feedback residual with --optimizer {}",
+              o.optimizer);
         } else if (o.exchange == "hierarchical") {
 #if FASHION_MNIST_HIERARCHICAL
           // Two tiers (groups on a fast path, leaders on the thin link): one more pipeline, with Adam.
-          if constexpr (std::is_same_v<O, sluice::adam>)
+          if constexpr (std::is_same_v<O, sluice::adam> && !dgc)
             return train(std::move(codec), feedback, optimizer, std::move(transport), d, o,
                          sluice::by_hierarchical{.group_size = o.group_size});
           else
             sluice::throw_error(sluice::errc::unsupported,
-                                "--exchange hierarchical is compiled with --optimizer adam only (one more pipeline)");
+                                "--exchange hierarchical is compiled with --optimizer adam and --feedback none or "
+                                "residual only (one more pipeline)");
 #else
           sluice::throw_error(sluice::errc::unsupported,
                               "--exchange hierarchical is not compiled into this build; reconfigure with "

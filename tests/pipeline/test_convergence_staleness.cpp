@@ -138,6 +138,11 @@ TEST_CASE("convergence: sgd momentum 0.9, top_k 10 % + residual, staleness 0 to 
 TEST_CASE("convergence: sgd momentum 0.9, maxmin_quantize 4 bits + residual, staleness 0 to 2") {
   converges(maxmin_quantize{.bits = 4}, residual{}, heavy_ball);
 }
+TEST_CASE("convergence: sgd + momentum_correction 0.9 (DGC), top_k 10 %, staleness 0 to 2") {
+  // DGC's recipe: the momentum is the feedback's (accumulated before selection, masked where
+  // sent) and the optimizer has none; local_step steps the trainer's view with plain SGD.
+  converges(top_k{.ratio = 0.1}, momentum_correction{.momentum = 0.9}, sgd{.lr = 0.05}, 600);
+}
 TEST_CASE("convergence: the test bites (momentum 0.9 at staleness 1 without compensation fails it)") {
   double const l = train(identity{}, no_feedback{}, heavy_ball, 1, compensation_method::none);
   CAPTURE(l);
