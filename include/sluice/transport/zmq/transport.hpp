@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -102,6 +103,15 @@ class zmq_transport {
     router_.set(zmq::sockopt::linger, 0);
     detail::set_heartbeats(router_, opt_);
     make_server(router_);
+    if (char const* e = std::getenv("SLUICE_ZMQ_TRACE"); e != nullptr && *e != '\0' && std::strcmp(e, "0") != 0) {
+      // Every connection event of the ROUTER too (who dropped a connection: the sender or the receiver).
+      trace_ = true;
+      std::string const mon = fmt::format("inproc://sluice-monitor-{}-router", static_cast<void*>(this));
+      require(zmq_socket_monitor(router_.handle(), mon.c_str(), ZMQ_EVENT_ALL) == 0, errc::unsupported,
+              "zmq_transport: zmq_socket_monitor failed");
+      router_monitor_ = zmq::socket_t(ctx_, zmq::socket_type::pair);
+      router_monitor_.connect(mon);
+    }
     std::vector<std::string> table;
     if (explicit_endpoints) {
       table = opt_.endpoints;
@@ -124,6 +134,10 @@ class zmq_transport {
     for (std::size_t p = 0; p < dealers_.size(); ++p)
       if (dealers_[p]) zmq_socket_monitor(dealers_[p].handle(), nullptr, 0);
     for (auto& m : monitors_) m.close();
+    if (router_monitor_) {
+      zmq_socket_monitor(router_.handle(), nullptr, 0);
+      router_monitor_.close();
+    }
     for (auto& s : dealers_) s.close();
     router_.close();
     zap_.reset();
@@ -265,11 +279,8 @@ class zmq_transport {
     make_client(s, p);
     std::string const mon =
         fmt::format("inproc://sluice-monitor-{}-{}-{}", static_cast<void*>(this), p, monitor_generation_++);
-    require(
-        zmq_socket_monitor(s.handle(), mon.c_str(),
-                           ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
-                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) == 0,
-        errc::unsupported, "zmq_transport: zmq_socket_monitor failed");
+    require(zmq_socket_monitor(s.handle(), mon.c_str(), trace_ ? ZMQ_EVENT_ALL : watched_events) == 0,
+            errc::unsupported, "zmq_transport: zmq_socket_monitor failed");
     auto& m = monitors_[up];
     m = zmq::socket_t(ctx_, zmq::socket_type::pair);
     m.connect(mon);
@@ -285,6 +296,18 @@ class zmq_transport {
     dealers_[up].close();
     lost_since_[up] = {};
     open_dealer(p);
+  }
+
+  // The DEALER events that mark a peer connected (HANDSHAKE_SUCCEEDED) or not (the others).
+  static constexpr int watched_events = ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+                                        ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                        ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;
+
+  // SLUICE_ZMQ_TRACE: one stderr line per socket event, with the time (Unix seconds).
+  void trace(std::string_view socket, std::uint16_t event, std::uint32_t value, std::string_view addr) const {
+    fmt::print(stderr, "sluice zmq_transport trace: {:.6f} rank {} {} event 0x{:x} value {} {}\n",
+               std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(), rank_,
+               socket, event, value, addr);
   }
 
   using queue_key = std::pair<int, std::uint32_t>;
@@ -380,10 +403,12 @@ class zmq_transport {
     items.push_back({router_.handle(), 0, ZMQ_POLLIN, 0});
     for (auto& m : monitors_)
       if (m) items.push_back({m.handle(), 0, ZMQ_POLLIN, 0});
+    if (router_monitor_) items.push_back({router_monitor_.handle(), 0, ZMQ_POLLIN, 0});
     zmq::poll(items.data(), items.size(), wait);
     drain_router();
     for (std::size_t p = 0; p < monitors_.size(); ++p)
       if (monitors_[p]) drain_monitor(static_cast<int>(p));
+    if (router_monitor_) drain_monitor(-1);
   }
 
   // A frame is [routing id][tag, total, offset][payload]. ZeroMQ delivers the parts of one frame
@@ -439,8 +464,9 @@ class zmq_transport {
     }
   }
 
+  // The events of the DEALER to peer p (p = -1: the ROUTER's, traced only).
   void drain_monitor(int p) {
-    auto& m = monitors_[static_cast<std::size_t>(p)];
+    auto& m = p < 0 ? router_monitor_ : monitors_[static_cast<std::size_t>(p)];
     for (;;) {
       zmq::message_t ev, addr;
       if (!m.recv(ev, zmq::recv_flags::dontwait)) return;
@@ -448,6 +474,10 @@ class zmq_transport {
       if (ev.size() < 6) continue;
       std::uint16_t event = 0;
       std::memcpy(&event, ev.data(), 2);
+      if (trace_)
+        trace(p < 0 ? std::string("router") : fmt::format("dealer to rank {}", p), event,
+              detail::load_u32(static_cast<std::byte const*>(ev.data()) + 2), addr.to_string_view());
+      if (p < 0 || (event & watched_events) == 0) continue;
       auto& since = lost_since_[static_cast<std::size_t>(p)];
       if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
         since = {};
@@ -476,6 +506,8 @@ class zmq_transport {
   zmq::socket_t router_;
   std::vector<zmq::socket_t> dealers_;
   std::vector<zmq::socket_t> monitors_;
+  zmq::socket_t router_monitor_;  // SLUICE_ZMQ_TRACE only
+  bool trace_ = false;
   std::vector<transport_clock::time_point> lost_since_;
   std::vector<std::string> endpoints_;
   std::map<queue_key, std::deque<zmq::message_t>> queues_;
