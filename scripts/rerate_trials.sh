@@ -67,7 +67,8 @@ for (( i = 0; i < trials; i++ )); do
     echo "trial $i: ok ($changes re-rates$(grep -h 'rank 0 ok' "$dir"/*rank0.log | sed 's/.*ok, /; /'))"
   else
     failed=$(( failed + 1 ))
-    why=$(grep -hE "FAILED|error|: rank [0-9]+" "$dir"/*rank*.log | grep -v "trace:" | head -1 || true)
+    why=$(grep -h "FAILED" "$dir"/*rank*.log | head -1 || true)
+    [[ -n $why ]] || why=$(grep -hiE "error|lost|timeout" "$dir"/*rank*.log | grep -v "trace:" | head -1 || true)
     if grep -q "peer lost" "$dir"/*rank*.log; then lost=$(( lost + 1 )); else other=$(( other + 1 )); fi
     echo "trial $i: FAILED rc=$rc ($changes re-rates): ${why:-no rank said why}"
   fi

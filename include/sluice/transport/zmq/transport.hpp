@@ -103,12 +103,14 @@ class zmq_transport {
     router_.set(zmq::sockopt::linger, 0);
     detail::set_heartbeats(router_, opt_);
     make_server(router_);
-    if (char const* e = std::getenv("SLUICE_ZMQ_TRACE"); e != nullptr && *e != '\0' && std::strcmp(e, "0") != 0) {
-      // Every connection event of the ROUTER too (who dropped a connection: the sender or the receiver).
+    if (char const* e = std::getenv("SLUICE_ZMQ_TRACE"); e != nullptr && *e != '\0' && std::strcmp(e, "0") != 0)
       trace_ = true;
+    {
+      // The ROUTER's closed connections: a peer is lost only once its own connection to this rank,
+      // which carries its messages, has closed (see incoming_gone).
       std::string const mon = fmt::format("inproc://sluice-monitor-{}-router", static_cast<void*>(this));
-      require(zmq_socket_monitor(router_.handle(), mon.c_str(), ZMQ_EVENT_ALL) == 0, errc::unsupported,
-              "zmq_transport: zmq_socket_monitor failed");
+      require(zmq_socket_monitor(router_.handle(), mon.c_str(), trace_ ? ZMQ_EVENT_ALL : ZMQ_EVENT_DISCONNECTED) == 0,
+              errc::unsupported, "zmq_transport: zmq_socket_monitor failed");
       router_monitor_ = zmq::socket_t(ctx_, zmq::socket_type::pair);
       router_monitor_.connect(mon);
     }
@@ -123,6 +125,7 @@ class zmq_transport {
     dealers_.resize(static_cast<std::size_t>(size_));
     monitors_.resize(static_cast<std::size_t>(size_));
     lost_since_.assign(static_cast<std::size_t>(size_), {});
+    incoming_.assign(static_cast<std::size_t>(size_), {});
     for (int p = 0; p < size_; ++p)
       if (p != rank_) open_dealer(p);
     barrier(d);
@@ -223,7 +226,7 @@ class zmq_transport {
           it->second.pop_front();
           return buffer;
         }
-        if (peer != rank_ && lost_for_good(peer))
+        if (peer != rank_ && lost_for_good(peer) && incoming_gone(peer))
           throw_error(errc::peer_lost, "zmq_transport: rank {} waiting for rank {} (tag {}): peer lost (disconnected)",
                       rank_, peer, t);
         if (d.expired())
@@ -285,6 +288,11 @@ class zmq_transport {
     m = zmq::socket_t(ctx_, zmq::socket_type::pair);
     m.connect(mon);
     s.connect(endpoints_[up]);
+    // The first message on the connection, so that the peer knows it for this rank's at once.
+    std::array<std::byte, frame_head_bytes> head{};
+    std::memcpy(head.data(), &hello_tag, 4);
+    (void)(s.send(zmq::const_buffer(head.data(), head.size()), zmq::send_flags::sndmore | zmq::send_flags::dontwait) &&
+           s.send(zmq::const_buffer(), zmq::send_flags::dontwait));
   }
 
   // Closes the connection to peer p, dropping every frame still queued for it, and opens a new one.
@@ -332,6 +340,8 @@ class zmq_transport {
   };
   // [tag u32][total u64][offset u64]; CURVE adds at most this to a frame on the wire.
   static constexpr std::size_t frame_head_bytes = 20, frame_overhead = 64;
+  // The tag of the empty message a DEALER sends first on its connection (never queued for recv).
+  static constexpr std::uint32_t hello_tag = 0xFFFF'FFFF;
 
   // Drops a message that fails a check; says so on stderr for the first 10.
   void drop(std::string_view what) {
@@ -390,10 +400,21 @@ class zmq_transport {
   [[nodiscard]] bool is_lost(int p) const {
     return lost_since_[static_cast<std::size_t>(p)] != transport_clock::time_point{};
   }
-  // Disconnected for longer than peer_lost_grace: ZeroMQ reconnects within it after a dropped
-  // connection (cancel(), a refused oversized frame), and messages sent meanwhile are queued.
+  // This rank's DEALER to p disconnected for longer than peer_lost_grace: ZeroMQ reconnects
+  // within it after a dropped connection (cancel(), a refused oversized frame), and messages sent
+  // meanwhile are queued. Enough to refuse a send to p; a recv from p needs incoming_gone too.
   [[nodiscard]] bool lost_for_good(int p) const {
     return is_lost(p) && transport_clock::now() - lost_since_[static_cast<std::size_t>(p)] >= opt_.peer_lost_grace;
+  }
+  // Nothing more can come from p: the connection its messages came by closed at least
+  // peer_lost_grace ago (every message it carried was read before the ROUTER reported the close)
+  // and none came by another since; or none ever came. A peer that leaves closes its ROUTER at
+  // once, but its last messages may still be on their way for seconds on a slow link (its DEALER
+  // lingers to write them): until they are read, it is not lost.
+  [[nodiscard]] bool incoming_gone(int p) const {
+    auto const& in = incoming_[static_cast<std::size_t>(p)];
+    return in.fd < 0 ||
+           (in.closed != transport_clock::time_point{} && transport_clock::now() - in.closed >= opt_.peer_lost_grace);
   }
 
   // Drains the router and the monitors; waits up to `wait` for the first event.
@@ -403,12 +424,13 @@ class zmq_transport {
     items.push_back({router_.handle(), 0, ZMQ_POLLIN, 0});
     for (auto& m : monitors_)
       if (m) items.push_back({m.handle(), 0, ZMQ_POLLIN, 0});
-    if (router_monitor_) items.push_back({router_monitor_.handle(), 0, ZMQ_POLLIN, 0});
+    items.push_back({router_monitor_.handle(), 0, ZMQ_POLLIN, 0});
     zmq::poll(items.data(), items.size(), wait);
     drain_router();
     for (std::size_t p = 0; p < monitors_.size(); ++p)
       if (monitors_[p]) drain_monitor(static_cast<int>(p));
-    if (router_monitor_) drain_monitor(-1);
+    // A closed incoming connection: what it carried was queued before the close was reported.
+    if (drain_monitor(-1)) drain_router();
   }
 
   // A frame is [routing id][tag, total, offset][payload]. ZeroMQ delivers the parts of one frame
@@ -446,6 +468,10 @@ class zmq_transport {
         drop("a malformed or unauthenticated message");
         continue;
       }
+      // The connection it came by is src's (until the ROUTER reports it closed).
+      if (int const fd = zmq_msg_get(payload.handle(), ZMQ_SRCFD); fd >= 0)
+        incoming_[static_cast<std::size_t>(src)] = {fd, {}};
+      if (detail::load_u32(head.data()) == hello_tag) continue;
       std::uint64_t total = 0, offset = 0;
       std::memcpy(&total, static_cast<std::byte const*>(head.data()) + 4, 8);
       std::memcpy(&offset, static_cast<std::byte const*>(head.data()) + 12, 8);
@@ -464,20 +490,33 @@ class zmq_transport {
     }
   }
 
-  // The events of the DEALER to peer p (p = -1: the ROUTER's, traced only).
-  void drain_monitor(int p) {
+  // The events of the DEALER to peer p, or (p = -1) of the ROUTER: true if an incoming
+  // connection closed.
+  bool drain_monitor(int p) {
     auto& m = p < 0 ? router_monitor_ : monitors_[static_cast<std::size_t>(p)];
+    bool closed = false;
     for (;;) {
       zmq::message_t ev, addr;
-      if (!m.recv(ev, zmq::recv_flags::dontwait)) return;
+      if (!m.recv(ev, zmq::recv_flags::dontwait)) return closed;
       if (ev.more()) (void)m.recv(addr);
       if (ev.size() < 6) continue;
       std::uint16_t event = 0;
       std::memcpy(&event, ev.data(), 2);
+      std::uint32_t const value = detail::load_u32(static_cast<std::byte const*>(ev.data()) + 2);
       if (trace_)
-        trace(p < 0 ? std::string("router") : fmt::format("dealer to rank {}", p), event,
-              detail::load_u32(static_cast<std::byte const*>(ev.data()) + 2), addr.to_string_view());
-      if (p < 0 || (event & watched_events) == 0) continue;
+        trace(p < 0 ? std::string("router") : fmt::format("dealer to rank {}", p), event, value, addr.to_string_view());
+      if (p < 0) {
+        if (event != ZMQ_EVENT_DISCONNECTED) continue;
+        // value: the connection's file descriptor. A descriptor reused by a newer connection
+        // whose message was read before this event marks that peer closed too, until its next
+        // message: it then needs its ROUTER gone as well to count as lost (lost_for_good).
+        closed = true;
+        for (auto& in : incoming_)
+          if (in.fd == static_cast<int>(value) && in.closed == transport_clock::time_point{})
+            in.closed = transport_clock::now();
+        continue;
+      }
+      if ((event & watched_events) == 0) continue;
       auto& since = lost_since_[static_cast<std::size_t>(p)];
       if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
         since = {};
@@ -506,9 +545,16 @@ class zmq_transport {
   zmq::socket_t router_;
   std::vector<zmq::socket_t> dealers_;
   std::vector<zmq::socket_t> monitors_;
-  zmq::socket_t router_monitor_;  // SLUICE_ZMQ_TRACE only
+  zmq::socket_t router_monitor_;
   bool trace_ = false;
   std::vector<transport_clock::time_point> lost_since_;
+  // Per peer: the ROUTER connection its last message came by (-1: none yet) and when that
+  // connection was reported closed (zero: open).
+  struct incoming {
+    int fd = -1;
+    transport_clock::time_point closed{};
+  };
+  std::vector<incoming> incoming_;
   std::vector<std::string> endpoints_;
   std::map<queue_key, std::deque<zmq::message_t>> queues_;
   std::map<queue_key, partial> partials_;
