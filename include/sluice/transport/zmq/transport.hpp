@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -126,6 +127,8 @@ class zmq_transport {
     monitors_.resize(static_cast<std::size_t>(size_));
     lost_since_.assign(static_cast<std::size_t>(size_), {});
     incoming_.assign(static_cast<std::size_t>(size_), {});
+    left_.assign(static_cast<std::size_t>(size_), false);
+    bye_answered_.assign(static_cast<std::size_t>(size_), false);
     for (int p = 0; p < size_; ++p)
       if (p != rank_) open_dealer(p);
     barrier(d);
@@ -134,6 +137,7 @@ class zmq_transport {
   zmq_transport(zmq_transport const&) = delete;
   zmq_transport& operator=(zmq_transport const&) = delete;
   ~zmq_transport() {
+    say_goodbye();
     for (std::size_t p = 0; p < dealers_.size(); ++p)
       if (dealers_[p]) zmq_socket_monitor(dealers_[p].handle(), nullptr, 0);
     for (auto& m : monitors_) m.close();
@@ -226,6 +230,11 @@ class zmq_transport {
           it->second.pop_front();
           return buffer;
         }
+        if (peer != rank_ && left_[static_cast<std::size_t>(peer)])
+          throw_error(errc::peer_lost,
+                      "zmq_transport: rank {} waiting for rank {} (tag {}): peer lost (it has left; nothing more comes "
+                      "from it)",
+                      rank_, peer, t);
         if (peer != rank_ && lost_for_good(peer) && incoming_gone(peer))
           throw_error(errc::peer_lost, "zmq_transport: rank {} waiting for rank {} (tag {}): peer lost (disconnected)",
                       rank_, peer, t);
@@ -289,10 +298,40 @@ class zmq_transport {
     m.connect(mon);
     s.connect(endpoints_[up]);
     // The first message on the connection, so that the peer knows it for this rank's at once.
+    send_control(p, hello_tag);
+  }
+
+  // An empty message on one of the transport's own tags (never queued for recv).
+  void send_control(int p, std::uint32_t tag) {
+    auto& s = dealers_[static_cast<std::size_t>(p)];
     std::array<std::byte, frame_head_bytes> head{};
-    std::memcpy(head.data(), &hello_tag, 4);
+    std::memcpy(head.data(), &tag, 4);
     (void)(s.send(zmq::const_buffer(head.data(), head.size()), zmq::send_flags::sndmore | zmq::send_flags::dontwait) &&
            s.send(zmq::const_buffer(), zmq::send_flags::dontwait));
+  }
+
+  // Before the sockets close: a goodbye to every peer still connected, behind everything already
+  // queued for it, and a wait (at most `linger`) for each peer to answer that it has read it, so
+  // that this rank's last messages are read before it leaves. ZeroMQ's linger alone does not
+  // promise that: a connection closed with the tail of a message still unwritten loses it. A peer
+  // whose ROUTER has gone (it left too) is not waited for.
+  void say_goodbye() noexcept {
+    try {
+      std::lock_guard lock(m_);
+      if (opt_.linger.count() <= 0) return;
+      poll_events(std::chrono::milliseconds(0));
+      for (int p = 0; p < size_; ++p)
+        if (p != rank_ && dealers_[static_cast<std::size_t>(p)] && !is_lost(p)) send_control(p, bye_tag);
+      deadline const d = deadline::after(opt_.linger);
+      auto const answered = [&] {
+        for (int p = 0; p < size_; ++p)
+          if (p != rank_ && !bye_answered_[static_cast<std::size_t>(p)] && !is_lost(p)) return false;
+        return true;
+      };
+      while (!answered() && !d.expired()) poll_events(std::chrono::milliseconds(10));
+    } catch (std::exception const& e) {
+      std::fprintf(stderr, "sluice zmq_transport: rank %d: goodbye: %s\n", rank_, e.what());
+    }
   }
 
   // Closes the connection to peer p, dropping every frame still queued for it, and opens a new one.
@@ -342,6 +381,8 @@ class zmq_transport {
   static constexpr std::size_t frame_head_bytes = 20, frame_overhead = 64;
   // The tag of the empty message a DEALER sends first on its connection (never queued for recv).
   static constexpr std::uint32_t hello_tag = 0xFFFF'FFFF;
+  // A leaving rank's last message to a peer, and the peer's answer once it has read it.
+  static constexpr std::uint32_t bye_tag = 0xFFFF'FFFE, bye_answer_tag = 0xFFFF'FFFD;
 
   // Drops a message that fails a check; says so on stderr for the first 10.
   void drop(std::string_view what) {
@@ -471,7 +512,15 @@ class zmq_transport {
       // The connection it came by is src's (until the ROUTER reports it closed).
       if (int const fd = zmq_msg_get(payload.handle(), ZMQ_SRCFD); fd >= 0)
         incoming_[static_cast<std::size_t>(src)] = {fd, {}};
-      if (detail::load_u32(head.data()) == hello_tag) continue;
+      if (std::uint32_t const tag = detail::load_u32(head.data()); tag >= bye_answer_tag) {
+        if (tag == bye_tag) {
+          left_[static_cast<std::size_t>(src)] = true;  // nothing comes after it
+          if (dealers_[static_cast<std::size_t>(src)]) send_control(src, bye_answer_tag);
+        } else if (tag == bye_answer_tag) {
+          bye_answered_[static_cast<std::size_t>(src)] = true;
+        }
+        continue;
+      }
       std::uint64_t total = 0, offset = 0;
       std::memcpy(&total, static_cast<std::byte const*>(head.data()) + 4, 8);
       std::memcpy(&offset, static_cast<std::byte const*>(head.data()) + 12, 8);
@@ -555,6 +604,8 @@ class zmq_transport {
     transport_clock::time_point closed{};
   };
   std::vector<incoming> incoming_;
+  std::vector<bool> left_;          // per peer: its goodbye came (it sends nothing more)
+  std::vector<bool> bye_answered_;  // per peer: it has read this rank's goodbye
   std::vector<std::string> endpoints_;
   std::map<queue_key, std::deque<zmq::message_t>> queues_;
   std::map<queue_key, partial> partials_;
