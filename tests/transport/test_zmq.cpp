@@ -1,5 +1,6 @@
 // zmq_transport over loopback: 2-4 processes started with torchrun-style variables (TCP and IPC),
-// a silent peer as a timeout, a dead peer as peer_lost, and CurveZMQ: ranks with listed keys talk,
+// a silent peer as a timeout, a dead peer as peer_lost, a peer that leaves with its last message on
+// the way as neither until that message is read, and CurveZMQ: ranks with listed keys talk,
 // a client with a key not in the list is refused and logged.
 #include "support/spawn.hpp"
 
@@ -125,6 +126,43 @@ SLUICE_CHILD_SCENARIO(dies) {
   return 31;
 }
 
+// Rank 1 sends rank 0 a 16 MiB message and leaves at once, as a trainer does after its last step:
+// its ROUTER closes (rank 0's connection to it drops) while its DEALER still lingers to write the
+// message, which rank 0 reads only afterwards, slowly (64 KiB frames, one queued at a time). Rank 0
+// must receive it whole, then see rank 1 as peer_lost once nothing more can come. Before, rank 0
+// took the drop of its own connection to rank 1 for the loss of rank 1 and raised peer_lost
+// (peer_lost_grace here is 1 ms; on a slow link the message takes seconds, past the 200 ms default).
+SLUICE_CHILD_SCENARIO(leaves_while_sending) {
+  int const r = std::atoi(std::getenv("RANK"));
+  std::vector<std::byte> big(std::size_t{16} << 20);  // outlives the transport: its DEALER reads it
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<std::byte>(i * 7 + i / 4096);
+  std::vector<std::byte> buf;
+  if (r == 1) {
+    zmq_transport t({.linger = 20s, .max_frame_bytes = std::size_t{64} << 10});
+    (void)t.recv(0, message_tag{1}, buf, deadline::after(20s));  // rank 0 is constructed
+    t.send(0, message_tag{2}, big);
+    return 0;  // leaves: ~zmq_transport closes the ROUTER, then waits for the DEALER to write `big`
+  }
+  zmq_transport t({.peer_lost_grace = 1ms, .max_frame_bytes = std::size_t{64} << 10, .receive_queue_messages = 1});
+  int const ready = 1;
+  t.send(1, message_tag{1}, std::as_bytes(std::span<int const>(&ready, 1)));
+  std::this_thread::sleep_for(500ms);  // rank 1 sends and leaves meanwhile
+  try {
+    auto const m = t.recv(1, message_tag{2}, buf, deadline::after(20s));
+    if (m.size() != big.size() || std::memcmp(m.data(), big.data(), big.size()) != 0) return 40;
+  } catch (error const& e) {
+    std::fprintf(stderr, "leaves_while_sending: %s\n", e.what());
+    return 41;
+  }
+  auto const t0 = std::chrono::steady_clock::now();
+  try {
+    t.recv(1, message_tag{3}, buf, deadline::after(20s));
+  } catch (error const& e) {
+    return e.kind() == errc::peer_lost && std::chrono::steady_clock::now() - t0 < 15s ? 0 : 42;
+  }
+  return 43;
+}
+
 TEST_CASE("zmq_transport: 2-4 processes over TCP loopback with torchrun variables") {
   for (int n : {2, 3, 4}) {
     CAPTURE(n);
@@ -145,6 +183,11 @@ TEST_CASE("zmq_transport: a silent peer is a timeout naming it") {
 
 TEST_CASE("zmq_transport: a dead peer is peer_lost within the deadline") {
   auto codes = test::spawn_ranks("dies", 3, 60s);
+  for (int c : codes) CHECK(c == 0);
+}
+
+TEST_CASE("zmq_transport: a peer that leaves while its last message is on the way is not lost until it arrives") {
+  auto codes = test::spawn_ranks("leaves_while_sending", 2, 60s);
   for (int c : codes) CHECK(c == 0);
 }
 

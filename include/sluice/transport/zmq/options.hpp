@@ -34,11 +34,14 @@ struct zmq_options {
   std::chrono::milliseconds connect_timeout{30'000};    ///< rendezvous + first barrier
   std::chrono::milliseconds heartbeat_interval{2'000};  ///< ZMTP PING interval
   std::chrono::milliseconds heartbeat_timeout{30'000};  ///< no traffic this long after a PING: disconnect
-  std::chrono::milliseconds peer_lost_grace{200};       ///< wait after a disconnect before peer_lost
-  std::chrono::milliseconds linger{5'000};              ///< flush time for queued sends at destruction
-  bool curve = false;                                   ///< encrypt and authenticate with CurveZMQ
-  zmq_curve_options keys{};                             ///< used when curve is true
-  std::size_t zero_copy_min_bytes = 64 * 1024;          ///< larger messages are sent without a copy (see request)
+  /// A send to a peer is errc::peer_lost once this rank's connection to it has been down this long;
+  /// a recv from it only once, in addition, the peer's connection to this rank (which carries its
+  /// messages) has closed, everything it carried has been read, and this long has passed.
+  std::chrono::milliseconds peer_lost_grace{200};
+  std::chrono::milliseconds linger{5'000};      ///< flush time for queued sends at destruction
+  bool curve = false;                           ///< encrypt and authenticate with CurveZMQ
+  zmq_curve_options keys{};                     ///< used when curve is true
+  std::size_t zero_copy_min_bytes = 64 * 1024;  ///< larger messages are sent without a copy (see request)
   /// The largest message a rank sends or accepts: an authenticated peer's larger message is
   /// dropped (counted in dropped_messages()) when its first frame declares its size, before any
   /// memory is set aside for it; a larger send is errc::invalid_argument. Set it to the largest

@@ -9,8 +9,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -102,6 +104,17 @@ class zmq_transport {
     router_.set(zmq::sockopt::linger, 0);
     detail::set_heartbeats(router_, opt_);
     make_server(router_);
+    if (char const* e = std::getenv("SLUICE_ZMQ_TRACE"); e != nullptr && *e != '\0' && std::strcmp(e, "0") != 0)
+      trace_ = true;
+    {
+      // The ROUTER's closed connections: a peer is lost only once its own connection to this rank,
+      // which carries its messages, has closed (see incoming_gone).
+      std::string const mon = fmt::format("inproc://sluice-monitor-{}-router", static_cast<void*>(this));
+      require(zmq_socket_monitor(router_.handle(), mon.c_str(), trace_ ? ZMQ_EVENT_ALL : ZMQ_EVENT_DISCONNECTED) == 0,
+              errc::unsupported, "zmq_transport: zmq_socket_monitor failed");
+      router_monitor_ = zmq::socket_t(ctx_, zmq::socket_type::pair);
+      router_monitor_.connect(mon);
+    }
     std::vector<std::string> table;
     if (explicit_endpoints) {
       table = opt_.endpoints;
@@ -113,6 +126,9 @@ class zmq_transport {
     dealers_.resize(static_cast<std::size_t>(size_));
     monitors_.resize(static_cast<std::size_t>(size_));
     lost_since_.assign(static_cast<std::size_t>(size_), {});
+    incoming_.assign(static_cast<std::size_t>(size_), {});
+    left_.assign(static_cast<std::size_t>(size_), false);
+    bye_answered_.assign(static_cast<std::size_t>(size_), false);
     for (int p = 0; p < size_; ++p)
       if (p != rank_) open_dealer(p);
     barrier(d);
@@ -121,9 +137,14 @@ class zmq_transport {
   zmq_transport(zmq_transport const&) = delete;
   zmq_transport& operator=(zmq_transport const&) = delete;
   ~zmq_transport() {
+    say_goodbye();
     for (std::size_t p = 0; p < dealers_.size(); ++p)
       if (dealers_[p]) zmq_socket_monitor(dealers_[p].handle(), nullptr, 0);
     for (auto& m : monitors_) m.close();
+    if (router_monitor_) {
+      zmq_socket_monitor(router_.handle(), nullptr, 0);
+      router_monitor_.close();
+    }
     for (auto& s : dealers_) s.close();
     router_.close();
     zap_.reset();
@@ -209,7 +230,12 @@ class zmq_transport {
           it->second.pop_front();
           return buffer;
         }
-        if (peer != rank_ && lost_for_good(peer))
+        if (peer != rank_ && left_[static_cast<std::size_t>(peer)])
+          throw_error(errc::peer_lost,
+                      "zmq_transport: rank {} waiting for rank {} (tag {}): peer lost (it has left; nothing more comes "
+                      "from it)",
+                      rank_, peer, t);
+        if (peer != rank_ && lost_for_good(peer) && incoming_gone(peer))
           throw_error(errc::peer_lost, "zmq_transport: rank {} waiting for rank {} (tag {}): peer lost (disconnected)",
                       rank_, peer, t);
         if (d.expired())
@@ -265,15 +291,47 @@ class zmq_transport {
     make_client(s, p);
     std::string const mon =
         fmt::format("inproc://sluice-monitor-{}-{}-{}", static_cast<void*>(this), p, monitor_generation_++);
-    require(
-        zmq_socket_monitor(s.handle(), mon.c_str(),
-                           ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
-                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) == 0,
-        errc::unsupported, "zmq_transport: zmq_socket_monitor failed");
+    require(zmq_socket_monitor(s.handle(), mon.c_str(), trace_ ? ZMQ_EVENT_ALL : watched_events) == 0,
+            errc::unsupported, "zmq_transport: zmq_socket_monitor failed");
     auto& m = monitors_[up];
     m = zmq::socket_t(ctx_, zmq::socket_type::pair);
     m.connect(mon);
     s.connect(endpoints_[up]);
+    // The first message on the connection, so that the peer knows it for this rank's at once.
+    send_control(p, hello_tag);
+  }
+
+  // An empty message on one of the transport's own tags (never queued for recv).
+  void send_control(int p, std::uint32_t tag) {
+    auto& s = dealers_[static_cast<std::size_t>(p)];
+    std::array<std::byte, frame_head_bytes> head{};
+    std::memcpy(head.data(), &tag, 4);
+    (void)(s.send(zmq::const_buffer(head.data(), head.size()), zmq::send_flags::sndmore | zmq::send_flags::dontwait) &&
+           s.send(zmq::const_buffer(), zmq::send_flags::dontwait));
+  }
+
+  // Before the sockets close: a goodbye to every peer still connected, behind everything already
+  // queued for it, and a wait (at most `linger`) for each peer to answer that it has read it, so
+  // that this rank's last messages are read before it leaves. ZeroMQ's linger alone does not
+  // promise that: a connection closed with the tail of a message still unwritten loses it. A peer
+  // whose ROUTER has gone (it left too) is not waited for.
+  void say_goodbye() noexcept {
+    try {
+      std::lock_guard lock(m_);
+      if (opt_.linger.count() <= 0) return;
+      poll_events(std::chrono::milliseconds(0));
+      for (int p = 0; p < size_; ++p)
+        if (p != rank_ && dealers_[static_cast<std::size_t>(p)] && !is_lost(p)) send_control(p, bye_tag);
+      deadline const d = deadline::after(opt_.linger);
+      auto const answered = [&] {
+        for (int p = 0; p < size_; ++p)
+          if (p != rank_ && !bye_answered_[static_cast<std::size_t>(p)] && !is_lost(p)) return false;
+        return true;
+      };
+      while (!answered() && !d.expired()) poll_events(std::chrono::milliseconds(10));
+    } catch (std::exception const& e) {
+      std::fprintf(stderr, "sluice zmq_transport: rank %d: goodbye: %s\n", rank_, e.what());
+    }
   }
 
   // Closes the connection to peer p, dropping every frame still queued for it, and opens a new one.
@@ -285,6 +343,18 @@ class zmq_transport {
     dealers_[up].close();
     lost_since_[up] = {};
     open_dealer(p);
+  }
+
+  // The DEALER events that mark a peer connected (HANDSHAKE_SUCCEEDED) or not (the others).
+  static constexpr int watched_events = ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+                                        ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                        ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;
+
+  // SLUICE_ZMQ_TRACE: one stderr line per socket event, with the time (Unix seconds).
+  void trace(std::string_view socket, std::uint16_t event, std::uint32_t value, std::string_view addr) const {
+    fmt::print(stderr, "sluice zmq_transport trace: {:.6f} rank {} {} event 0x{:x} value {} {}\n",
+               std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(), rank_,
+               socket, event, value, addr);
   }
 
   using queue_key = std::pair<int, std::uint32_t>;
@@ -309,6 +379,10 @@ class zmq_transport {
   };
   // [tag u32][total u64][offset u64]; CURVE adds at most this to a frame on the wire.
   static constexpr std::size_t frame_head_bytes = 20, frame_overhead = 64;
+  // The tag of the empty message a DEALER sends first on its connection (never queued for recv).
+  static constexpr std::uint32_t hello_tag = 0xFFFF'FFFF;
+  // A leaving rank's last message to a peer, and the peer's answer once it has read it.
+  static constexpr std::uint32_t bye_tag = 0xFFFF'FFFE, bye_answer_tag = 0xFFFF'FFFD;
 
   // Drops a message that fails a check; says so on stderr for the first 10.
   void drop(std::string_view what) {
@@ -367,10 +441,21 @@ class zmq_transport {
   [[nodiscard]] bool is_lost(int p) const {
     return lost_since_[static_cast<std::size_t>(p)] != transport_clock::time_point{};
   }
-  // Disconnected for longer than peer_lost_grace: ZeroMQ reconnects within it after a dropped
-  // connection (cancel(), a refused oversized frame), and messages sent meanwhile are queued.
+  // This rank's DEALER to p disconnected for longer than peer_lost_grace: ZeroMQ reconnects
+  // within it after a dropped connection (cancel(), a refused oversized frame), and messages sent
+  // meanwhile are queued. Enough to refuse a send to p; a recv from p needs incoming_gone too.
   [[nodiscard]] bool lost_for_good(int p) const {
     return is_lost(p) && transport_clock::now() - lost_since_[static_cast<std::size_t>(p)] >= opt_.peer_lost_grace;
+  }
+  // Nothing more can come from p: the connection its messages came by closed at least
+  // peer_lost_grace ago (every message it carried was read before the ROUTER reported the close)
+  // and none came by another since; or none ever came. A peer that leaves closes its ROUTER at
+  // once, but its last messages may still be on their way for seconds on a slow link (its DEALER
+  // lingers to write them): until they are read, it is not lost.
+  [[nodiscard]] bool incoming_gone(int p) const {
+    auto const& in = incoming_[static_cast<std::size_t>(p)];
+    return in.fd < 0 ||
+           (in.closed != transport_clock::time_point{} && transport_clock::now() - in.closed >= opt_.peer_lost_grace);
   }
 
   // Drains the router and the monitors; waits up to `wait` for the first event.
@@ -380,10 +465,13 @@ class zmq_transport {
     items.push_back({router_.handle(), 0, ZMQ_POLLIN, 0});
     for (auto& m : monitors_)
       if (m) items.push_back({m.handle(), 0, ZMQ_POLLIN, 0});
+    items.push_back({router_monitor_.handle(), 0, ZMQ_POLLIN, 0});
     zmq::poll(items.data(), items.size(), wait);
     drain_router();
     for (std::size_t p = 0; p < monitors_.size(); ++p)
       if (monitors_[p]) drain_monitor(static_cast<int>(p));
+    // A closed incoming connection: what it carried was queued before the close was reported.
+    if (drain_monitor(-1)) drain_router();
   }
 
   // A frame is [routing id][tag, total, offset][payload]. ZeroMQ delivers the parts of one frame
@@ -421,6 +509,18 @@ class zmq_transport {
         drop("a malformed or unauthenticated message");
         continue;
       }
+      // The connection it came by is src's (until the ROUTER reports it closed).
+      if (int const fd = zmq_msg_get(payload.handle(), ZMQ_SRCFD); fd >= 0)
+        incoming_[static_cast<std::size_t>(src)] = {fd, {}};
+      if (std::uint32_t const tag = detail::load_u32(head.data()); tag >= bye_answer_tag) {
+        if (tag == bye_tag) {
+          left_[static_cast<std::size_t>(src)] = true;  // nothing comes after it
+          if (dealers_[static_cast<std::size_t>(src)]) send_control(src, bye_answer_tag);
+        } else if (tag == bye_answer_tag) {
+          bye_answered_[static_cast<std::size_t>(src)] = true;
+        }
+        continue;
+      }
       std::uint64_t total = 0, offset = 0;
       std::memcpy(&total, static_cast<std::byte const*>(head.data()) + 4, 8);
       std::memcpy(&offset, static_cast<std::byte const*>(head.data()) + 12, 8);
@@ -439,15 +539,33 @@ class zmq_transport {
     }
   }
 
-  void drain_monitor(int p) {
-    auto& m = monitors_[static_cast<std::size_t>(p)];
+  // The events of the DEALER to peer p, or (p = -1) of the ROUTER: true if an incoming
+  // connection closed.
+  bool drain_monitor(int p) {
+    auto& m = p < 0 ? router_monitor_ : monitors_[static_cast<std::size_t>(p)];
+    bool closed = false;
     for (;;) {
       zmq::message_t ev, addr;
-      if (!m.recv(ev, zmq::recv_flags::dontwait)) return;
+      if (!m.recv(ev, zmq::recv_flags::dontwait)) return closed;
       if (ev.more()) (void)m.recv(addr);
       if (ev.size() < 6) continue;
       std::uint16_t event = 0;
       std::memcpy(&event, ev.data(), 2);
+      std::uint32_t const value = detail::load_u32(static_cast<std::byte const*>(ev.data()) + 2);
+      if (trace_)
+        trace(p < 0 ? std::string("router") : fmt::format("dealer to rank {}", p), event, value, addr.to_string_view());
+      if (p < 0) {
+        if (event != ZMQ_EVENT_DISCONNECTED) continue;
+        // value: the connection's file descriptor. A descriptor reused by a newer connection
+        // whose message was read before this event marks that peer closed too, until its next
+        // message: it then needs its ROUTER gone as well to count as lost (lost_for_good).
+        closed = true;
+        for (auto& in : incoming_)
+          if (in.fd == static_cast<int>(value) && in.closed == transport_clock::time_point{})
+            in.closed = transport_clock::now();
+        continue;
+      }
+      if ((event & watched_events) == 0) continue;
       auto& since = lost_since_[static_cast<std::size_t>(p)];
       if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
         since = {};
@@ -476,7 +594,18 @@ class zmq_transport {
   zmq::socket_t router_;
   std::vector<zmq::socket_t> dealers_;
   std::vector<zmq::socket_t> monitors_;
+  zmq::socket_t router_monitor_;
+  bool trace_ = false;
   std::vector<transport_clock::time_point> lost_since_;
+  // Per peer: the ROUTER connection its last message came by (-1: none yet) and when that
+  // connection was reported closed (zero: open).
+  struct incoming {
+    int fd = -1;
+    transport_clock::time_point closed{};
+  };
+  std::vector<incoming> incoming_;
+  std::vector<bool> left_;          // per peer: its goodbye came (it sends nothing more)
+  std::vector<bool> bye_answered_;  // per peer: it has read this rank's goodbye
   std::vector<std::string> endpoints_;
   std::map<queue_key, std::deque<zmq::message_t>> queues_;
   std::map<queue_key, partial> partials_;
