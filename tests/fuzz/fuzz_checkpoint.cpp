@@ -16,6 +16,8 @@
 #include <sluice/pipeline/pipeline.hpp>
 #include <sluice/transport/local.hpp>
 
+#include "reseal.hpp"
+
 namespace {
 
 using test_pipeline = sluice::pipeline<sluice::top_k, sluice::residual, sluice::adam, sluice::local_transport>;
@@ -60,11 +62,7 @@ struct fixture {
   }
 };
 
-void reseal(std::vector<std::byte>& b) {
-  if (b.size() < sluice::serial::record_trailer_bytes) return;
-  std::uint64_t const h = sluice::serial::stable_hash(std::span<std::byte const>(b.data(), b.size() - 8));
-  std::memcpy(b.data() + b.size() - 8, &h, 8);
-}
+using sluice::fuzz::reseal;
 
 }  // namespace
 

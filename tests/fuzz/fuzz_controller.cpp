@@ -14,6 +14,8 @@
 #include <sluice/core/serial.hpp>
 #include <sluice/solver/controller.hpp>
 
+#include "reseal.hpp"
+
 namespace {
 
 namespace cw = sluice::detail::controller_wire;
@@ -33,11 +35,7 @@ sluice::problem job() {
   return p;
 }
 
-void reseal(std::vector<std::byte>& b) {
-  if (b.size() < sluice::serial::record_trailer_bytes) return;
-  std::uint64_t const h = sluice::serial::stable_hash(std::span<std::byte const>(b.data(), b.size() - 8));
-  std::memcpy(b.data() + b.size() - 8, &h, 8);
-}
+using sluice::fuzz::reseal;
 
 }  // namespace
 

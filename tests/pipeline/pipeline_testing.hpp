@@ -2,12 +2,16 @@
 // small buckets, deterministic parameters and gradients that depend on rank, step and parameters.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include <sluice/pipeline/all.hpp>
 #include <sluice/sluice.hpp>
@@ -76,6 +80,34 @@ inline std::vector<std::span<float const>> views(std::vector<std::vector<float>>
 }
 
 // The hand composition: the same primitives the pipeline assembles, called in order by one thread.
+/// Steps `pipe` (attached to model() with p's spans) until rank `dying` exits mid-step 2 with one
+/// bucket handed over and nothing closed; every other rank must raise peer_lost or timeout within
+/// 30 s. Returns the child's exit code: 0 for the expected error, 41 for another or a late one,
+/// 42 when no error came.
+template <class Pipeline>
+int run_until_peer_dies(Pipeline& pipe, int rank, int dying, model_params const& p) {
+  std::vector<std::vector<float>> g;
+  auto const t0 = std::chrono::steady_clock::now();
+  try {
+    for (std::uint64_t s = 0; s < 50; ++s) {
+      gradients(rank, s, p, g);
+      if (rank == dying && s == 2) {
+        pipe.gradient_ready(0, g[0]);  // one bucket may be on its way
+        ::_exit(0);
+      }
+      pipe.step(views(g));
+    }
+    pipe.synchronize();
+  } catch (error const& e) {
+    bool const in_time = std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30);
+    bool const clear = e.kind() == errc::peer_lost || e.kind() == errc::timeout;
+    if (!(in_time && clear)) std::fprintf(stderr, "rank %d: unexpected error: %s\n", rank, e.what());
+    return in_time && clear ? 0 : 41;
+  }
+  std::fprintf(stderr, "rank %d: no error after rank %d died\n", rank, dying);
+  return 42;
+}
+
 template <class C, class F, class O>
 struct hand_composition {
   C codec;

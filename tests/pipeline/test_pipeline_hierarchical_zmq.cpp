@@ -90,26 +90,7 @@ SLUICE_CHILD_SCENARIO(tiers_dies) {
       top_k{.ratio = 0.05}, residual{}, adam{.lr = 1e-2}, t, o, by_hierarchical{.group_size = ranks_per_group}};
   auto spans = p.spans();
   pipe.attach(test::model(), spans);
-  std::vector<std::vector<float>> g;
-  auto const t0 = std::chrono::steady_clock::now();
-  try {
-    for (std::uint64_t s = 0; s < 50; ++s) {
-      test::gradients(r, s, p, g);
-      if (r == dying && s == 2) {
-        pipe.gradient_ready(0, g[0]);  // one bucket may be on its way
-        ::_exit(0);
-      }
-      pipe.step(test::views(g));
-    }
-    pipe.synchronize();
-  } catch (error const& e) {
-    bool const in_time = std::chrono::steady_clock::now() - t0 < 30s;
-    bool const clear = e.kind() == errc::peer_lost || e.kind() == errc::timeout;
-    if (!(in_time && clear)) std::fprintf(stderr, "rank %d: unexpected error: %s\n", r, e.what());
-    return in_time && clear ? 0 : 41;
-  }
-  std::fprintf(stderr, "rank %d: no error after rank %d died\n", r, dying);
-  return 42;
+  return test::run_until_peer_dies(pipe, r, dying, p);
 }
 
 TEST_CASE("hierarchical over ZeroMQ processes: the weighted reference sum, replicas bit-identical") {
