@@ -22,7 +22,10 @@ namespace {
 
 using test_pipeline = sluice::pipeline<sluice::top_k, sluice::residual, sluice::adam, sluice::local_transport>;
 
-// A one-rank pipeline at staleness 2, four steps in (sums pending), and its checkpoints.
+// A one-rank pipeline at staleness 2, four steps in (sums pending), and its checkpoints. The model
+// is small (a 12 x 16 weight in three compressed buckets of 64, a bypassed bias): every execution
+// copies, reseals and checks a whole checkpoint, so its size sets the rate (1,828 executions/s
+// with a 2,600-element model, 23,871 with this one, on one core).
 struct fixture {
   sluice::layout model;
   std::vector<std::vector<float>> params;
@@ -32,15 +35,17 @@ struct fixture {
   sluice::detail::pipeline::checkpoint_shape shape;
 
   fixture() {
-    model.add("w", {40, 64});
-    model.add("b", {40});
-    params = {std::vector<float>(40 * 64, 0.5f), std::vector<float>(40, 0.25f)};
+    model.add("w", {12, 16});
+    model.add("b", {12});
+    params = {std::vector<float>(12 * 16, 0.5f), std::vector<float>(12, 0.25f)};
     for (auto& p : params) spans.emplace_back(p);
-    pipe = std::make_unique<test_pipeline>(sluice::top_k{.ratio = 0.05}, sluice::residual{}, sluice::adam{},
-                                           std::move(sluice::local_transport::create(1)[0]),
-                                           sluice::pipeline_options{.staleness = 2, .bucket_bytes = 4096});
+    pipe = std::make_unique<test_pipeline>(
+        sluice::top_k{.ratio = 0.05}, sluice::residual{}, sluice::adam{},
+        std::move(sluice::local_transport::create(1)[0]),
+        sluice::pipeline_options{
+            .staleness = 2, .bucket_bytes = 256, .first_bucket_bytes = 256, .bypass_below_elements = 64});
     pipe->attach(model, spans);
-    std::vector<float> gw(40 * 64), gb(40);
+    std::vector<float> gw(12 * 16), gb(12);
     for (int s = 0; s < 4; ++s) {
       for (std::size_t i = 0; i < gw.size(); ++i)
         gw[i] = static_cast<float>((i * 7 + static_cast<std::size_t>(s)) % 13) - 6;
