@@ -1,19 +1,15 @@
 // The look-ahead of staleness compensation `local_step` (pipeline/detail/compensation.hpp): the
 // parameters the trainer gets are the master weights stepped by the optimizer over the s steps in
 // flight, on a scratch copy of the optimizer state. The apply thread computes it once per update,
-// so its cost is part of the pipeline's CPU work per step.
-//
-// BM_look_ahead: the compensator as the pipeline runs it (chunk by chunk, each chunk's weights and
-// state copy staying in cache while the s steps run over them). BM_look_ahead_whole: the same
-// result computed over the whole bucket at once (a copy of the weights, a copy of the optimizer
-// state, s steps over both), how it was done before. Both against the reference kernel over the
-// same arrays: the bytes a fused look-ahead must move at least (read w, the moments and s
-// gradients, write the view).
+// so its cost is part of the pipeline's CPU work per step. Measured against the reference kernel
+// over the same arrays: the bytes a fused look-ahead must move at least (read the weights, the
+// moments and s gradients, write the view). A chunked form (weights and state copy kept in cache
+// chunk by chunk) was measured on 2026-12-06 at the same speed as this one, within 12 % either
+// way on an idle 2-vCPU host: the step's arithmetic, not the copies, sets the time here.
 #include <benchmark/benchmark.h>
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <random>
 #include <span>
 #include <vector>
@@ -54,14 +50,7 @@ struct look_ahead_case {
       sluice::step(o, bk.ostate, std::span<float>(master), std::span<float const>(grads[0]));
     comp.reset(sluice::staleness_compensation{}, s, n);
   }
-  // The whole-bucket form: copy the weights and the state, then s steps over all of them.
-  void whole() {
-    whole_ahead = master;
-    scratch = bk.ostate;
-    for (unsigned k = 0; k < s; ++k)
-      sluice::step(o, scratch, std::span<float>(whole_ahead), std::span<float const>(grads[(updates + k) % (s + 1)]));
-  }
-  void chunked() { comp.view(o, master, bk, grads, updates); }
+  void view() { comp.view(o, master, bk, grads, updates); }
   [[nodiscard]] sluice::bench::kernel_arrays arrays() {
     using access = sluice::detail::optim::state_access;
     sluice::bench::kernel_arrays a{.elements = master.size(), .read = {{master.data(), 4}}};
@@ -77,38 +66,23 @@ struct look_ahead_case {
   O o;
   unsigned s;
   std::uint64_t updates = 3;
-  std::vector<float> master, whole_ahead;
+  std::vector<float> master;
   std::vector<std::vector<float>> grads;
   bucket<O> bk;
-  optimizer_state<O> scratch{};
   sluice::detail::pipeline::compensator<O> comp;
 };
 
 template <class O>
-void run(benchmark::State& state, O const& opt, bool chunked) {
+void run(benchmark::State& state, O const& opt) {
   auto const n = static_cast<std::size_t>(state.range(0));
   auto const s = static_cast<unsigned>(state.range(1));
   look_ahead_case<O> c(opt, n, s);
-  c.whole();
-  c.chunked();
-  if (std::memcmp(c.whole_ahead.data(), c.comp.ahead().data(), n * sizeof(float)) != 0) {
-    state.SkipWithError("the chunked look-ahead differs from the whole-bucket one");
-    return;
-  }
-  auto const a = c.arrays();
-  if (chunked)
-    sluice::bench::run_interleaved(state, a, c.traffic(), [&] { c.chunked(); });
-  else
-    sluice::bench::run_interleaved(state, a, c.traffic(), [&] { c.whole(); });
-  state.SetLabel(chunked ? "compensator (chunked)" : "whole bucket (copy, then s steps)");
+  c.view();  // first touch, untimed
+  sluice::bench::run_interleaved(state, c.arrays(), c.traffic(), [&] { c.view(); });
 }
 
-void BM_look_ahead_adam(benchmark::State& state) { run(state, sluice::adam{.lr = 1e-3}, true); }
-void BM_look_ahead_whole_adam(benchmark::State& state) { run(state, sluice::adam{.lr = 1e-3}, false); }
-void BM_look_ahead_sgd_momentum(benchmark::State& state) { run(state, sluice::sgd{.lr = 0.05, .momentum = 0.9}, true); }
-void BM_look_ahead_whole_sgd_momentum(benchmark::State& state) {
-  run(state, sluice::sgd{.lr = 0.05, .momentum = 0.9}, false);
-}
+void BM_look_ahead_adam(benchmark::State& state) { run(state, sluice::adam{.lr = 1e-3}); }
+void BM_look_ahead_sgd_momentum(benchmark::State& state) { run(state, sluice::sgd{.lr = 0.05, .momentum = 0.9}); }
 
 // ResNet-50's 25.6 M parameters as one bucket, staleness 1 and 2.
 void grid(benchmark::internal::Benchmark* b) {
@@ -116,8 +90,6 @@ void grid(benchmark::internal::Benchmark* b) {
   b->ArgNames({"n", "s"})->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(15);
 }
 BENCHMARK(BM_look_ahead_adam)->Apply(grid);
-BENCHMARK(BM_look_ahead_whole_adam)->Apply(grid);
 BENCHMARK(BM_look_ahead_sgd_momentum)->Apply(grid);
-BENCHMARK(BM_look_ahead_whole_sgd_momentum)->Apply(grid);
 
 }  // namespace

@@ -111,29 +111,6 @@ class optimizer_state {
     return layout_.per_entry_steps ? last_[i] : step_;
   }
 
-  /// Makes this state elements [first, first + n) of `src` (moments, per-entry steps, step count
-  /// and tensor id): what a step of that range alone reads. For a look-ahead step on a scratch
-  /// copy of part of a state, chunk by chunk, so that the copy stays in cache. This state must have
-  /// been built with the same layout and at least n elements; nothing is allocated. (With bf16
-  /// moments the stochastic rounding of the stored moments is keyed on the index within the range.)
-  void assign_range(optimizer_state const& src, std::size_t first, std::size_t n) {
-    require(layout_ == src.layout_ && n <= stride_ && (last_.empty() || n <= last_.size()) && first + n <= src.size_,
-            errc::invalid_argument,
-            "optimizer_state::assign_range (tensor {}): elements [{}, {}) of a state of {} "
-            "into one of capacity {}",
-            src.tensor_, first, first + n, src.size_, stride_);
-    size_ = n;
-    step_ = src.step_;
-    tensor_ = src.tensor_;
-    for (std::size_t k = 0; k < layout_.moments; ++k) {
-      if (!f32_.empty())
-        std::memcpy(f32_.data() + k * stride_, src.f32_.data() + k * src.stride_ + first, n * sizeof(float));
-      if (!bf16_.empty())
-        std::memcpy(bf16_.data() + k * stride_, src.bf16_.data() + k * src.stride_ + first, n * sizeof(std::uint16_t));
-    }
-    if (!last_.empty()) std::memcpy(last_.data(), src.last_.data() + first, n * sizeof(std::uint32_t));
-  }
-
   /// Bytes save() writes.
   [[nodiscard]] std::size_t saved_bytes() const noexcept {
     std::size_t const elem = layout_.moment_type == element_type::f32 ? 4 : 2;

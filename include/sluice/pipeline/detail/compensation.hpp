@@ -19,9 +19,6 @@ namespace sluice::detail::pipeline {
 template <class O>
 class compensator {
  public:
-  /// Elements per look-ahead chunk: its parameters, gradient and two moments (512 KiB) stay in L2.
-  static constexpr std::size_t look_ahead_chunk = std::size_t{1} << 15;
-
   /// Sizes the buffers for a model of `elements` at `staleness`.
   void reset(staleness_compensation c, unsigned staleness, std::size_t elements) {
     method_ = staleness > 0 ? c.method : compensation_method::none;
@@ -65,27 +62,13 @@ class compensator {
       }
       return;
     }
-    // Chunk by chunk: the chunk's master weights and a scratch copy of its optimizer state stay
-    // in cache while the s local steps run over them (the bucket's own state is the exchange's).
-    // bf16 moments round stochastically with a stream keyed on the index within the stepped span:
-    // they are stepped as one span, so that the view keeps the bits of a step over the bucket.
-    auto const layout = bk.ostate.layout();
-    std::size_t const chunk = layout.moment_type == element_type::f32 ? look_ahead_chunk : bk.elements;
-    if (scratch_.layout() != layout || scratch_capacity_ < chunk) {
-      scratch_ = optimizer_state<O>(layout, chunk, bk.ostate.tensor());
-      scratch_capacity_ = chunk;
-    }
-    for (std::size_t off = 0; off < bk.elements; off += chunk) {
-      std::size_t const n = std::min(chunk, bk.elements - off);
-      auto const at = first + static_cast<std::ptrdiff_t>(off);
-      std::copy(master.begin() + at, master.begin() + at + static_cast<std::ptrdiff_t>(n), ahead_.begin() + at);
-      scratch_.assign_range(bk.ostate, off, n);
-      std::span<float> const params(ahead_.data() + bk.first + off, n);
-      for (std::uint64_t k = updates; k < updates + staleness_; ++k)
-        sluice::step(
-            opt, scratch_, params,
-            std::span<float const>(grads[static_cast<std::size_t>(k % (staleness_ + 1))]).subspan(bk.first + off, n));
-    }
+    std::copy(master.begin() + first, master.begin() + last, ahead_.begin() + first);
+    scratch_ = bk.ostate;  // the real state is the exchange's
+    std::span<float> const params(ahead_.data() + bk.first, bk.elements);
+    for (std::uint64_t k = updates; k < updates + staleness_; ++k)
+      sluice::step(
+          opt, scratch_, params,
+          std::span<float const>(grads[static_cast<std::size_t>(k % (staleness_ + 1))]).subspan(bk.first, bk.elements));
   }
   /// The views the apply thread computed (valid for the update it last viewed, per bucket).
   [[nodiscard]] std::vector<float> const& ahead() const noexcept { return ahead_; }
@@ -102,7 +85,6 @@ class compensator {
   unsigned staleness_ = 0;
   std::vector<float> ahead_, previous_;
   optimizer_state<O> scratch_{};
-  std::size_t scratch_capacity_ = 0;  // elements scratch_ was built for
 };
 
 }  // namespace sluice::detail::pipeline
