@@ -21,7 +21,6 @@ endmacro()
 macro(sluice_find_dependencies)
   include(CMakeFindDependencyMacro)
   find_package(Threads REQUIRED)
-  find_package(Eigen3 3.4 REQUIRED NO_MODULE)
   find_package(fmt 9 REQUIRED)
 
   if(NOT DEFINED SLUICE_ENABLE_OPENMP)

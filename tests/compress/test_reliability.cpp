@@ -200,7 +200,7 @@ TEST_CASE("finite inputs decode to finite values: qsgd norms past 1.8e19, sign, 
 
 TEST_CASE("power_sgd state: 16 crafted bytes, flips and odd shapes are malformed_message, never an abort") {
   power_sgd::workspace<float> ws;
-  // The old format: rows = 2^64 - 1, cols = 0 (Eigen's resize assertion).
+  // The old format: rows = 2^64 - 1, cols = 0 (once an assertion in the matrix resize).
   std::vector<std::byte> crafted(16);
   std::uint64_t const dims[2] = {~std::uint64_t{0}, 0};
   std::memcpy(crafted.data(), dims, 16);
@@ -228,6 +228,7 @@ TEST_CASE("power_sgd state: 16 crafted bytes, flips and odd shapes are malformed
   CHECK(other.q.size() == 0);
   other.restore(state);
   CHECK(other.q == ws.q);
+  CHECK((other.q_rows == 32 && other.q_cols == 2));
   // An empty warm start round-trips too.
   power_sgd::workspace<float> empty, back;
   std::vector<std::byte> e(empty.state_bytes());

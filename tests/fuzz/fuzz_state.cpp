@@ -96,7 +96,9 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
       break;
     case 5: {
       sluice::power_sgd::workspace<float> ws;
-      ws.q.setConstant(3, 2, 0.5f);
+      ws.q.assign(6, 0.5f);  // a 3 x 2 warm start
+      ws.q_rows = 3;
+      ws.q_cols = 2;
       std::vector<std::byte> valid(ws.state_bytes());
       ws.save(valid);
       auto const bytes = edit ? edited(valid, in) : std::vector<std::byte>(in.begin(), in.end());

@@ -14,11 +14,11 @@
 #include <vector>
 
 #include <fmt/core.h>
-#include <Eigen/Core>
 
 #include <sluice/compress/concepts.hpp>
 #include <sluice/compress/decode.hpp>
 #include <sluice/compress/detail/common.hpp>
+#include <sluice/compress/detail/low_rank.hpp>
 #include <sluice/core/random.hpp>
 #include <sluice/core/serial.hpp>
 
@@ -43,23 +43,24 @@ struct power_sgd {
   /// Identity of the value (attach checks, checkpoints): its fields, not its printed form.
   friend void hash_append(serial::hasher& h, power_sgd const& v) { h("power_sgd", v.rank); }
 
-  using matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-
   /// Magic of a saved warm start ("SPSG").
   static constexpr std::uint32_t state_magic = 0x47535053u;
 
-  /// Per-tensor state (Q, checkpointable) and scratch.
+  /// Per-tensor state (Q, checkpointable) and scratch. Matrices are row-major float vectors.
   template <Element T>
   struct workspace {
-    matrix q{};     ///< cols x r warm start; empty until the first low-rank step
-    matrix p{};     ///< rows x r scratch
-    matrix m{};     ///< fp32 copy of the tensor for 16-bit T
-    matrix q_in{};  ///< the sender's Q while decoding
+    std::vector<float> q{};  ///< q_rows x q_cols warm start (cols x r); empty until the first low-rank step
+    std::size_t q_rows = 0, q_cols = 0;
+    std::vector<float> qt{};    ///< r x cols scratch: Q transposed
+    std::vector<float> pt{};    ///< r x rows scratch: P transposed
+    std::vector<float> p{};     ///< rows x r scratch: P as on the wire
+    std::vector<float> m{};     ///< fp32 copy of the tensor for 16-bit T (or a scaled one)
+    std::vector<float> q_in{};  ///< the sender's Q while decoding
     std::vector<float> dense{};
 
     /// Bytes save() writes.
     [[nodiscard]] std::size_t state_bytes() const noexcept {
-      return serial::record_overhead + 16 + static_cast<std::size_t>(q.size()) * sizeof(float);
+      return serial::record_overhead + 16 + q.size() * sizeof(float);
     }
     /// Writes the warm start as a record of the shared persistence format (core/serial.hpp):
     /// u32 "SPSG", u16 version 1, u64 rows of Q, u64 cols of Q, Q as f32 (row-major), u64
@@ -70,9 +71,9 @@ struct power_sgd {
       std::vector<std::byte> rec;
       rec.reserve(state_bytes());
       serial::start_record(rec, state_magic, 1);
-      serial::put(rec, static_cast<std::uint64_t>(q.rows()));
-      serial::put(rec, static_cast<std::uint64_t>(q.cols()));
-      serial::append(rec, std::as_bytes(std::span<float const>(q.data(), static_cast<std::size_t>(q.size()))));
+      serial::put(rec, static_cast<std::uint64_t>(q_rows));
+      serial::put(rec, static_cast<std::uint64_t>(q_cols));
+      serial::append(rec, std::as_bytes(std::span<float const>(q)));
       serial::seal(rec);
       std::memcpy(out.data(), rec.data(), rec.size());
     }
@@ -90,8 +91,10 @@ struct power_sgd {
               errc::malformed_message, "power_sgd state: {} bytes do not hold a {} x {} warm start (rank 1..1024)",
               r.left(), rows, cols);
       require(empty ? r.left() == 0 : true, errc::malformed_message, "power_sgd state: {} trailing bytes", r.left());
-      q.resize(static_cast<Eigen::Index>(rows), static_cast<Eigen::Index>(cols));
-      if (q.size() != 0) std::memcpy(q.data(), in.data() + serial::record_head_bytes + 16, r.left());
+      q.resize(static_cast<std::size_t>(rows * cols));
+      q_rows = static_cast<std::size_t>(rows);
+      q_cols = static_cast<std::size_t>(cols);
+      if (!q.empty()) std::memcpy(q.data(), in.data() + serial::record_head_bytes + 16, r.left());
     }
   };
 
@@ -145,66 +148,65 @@ struct power_sgd {
       return w.finish();
     }
     auto const [rows, cols] = matrix_shape(n, ctx.shape);
-    auto const r = static_cast<Eigen::Index>(rank), er = static_cast<Eigen::Index>(rows),
-               ec = static_cast<Eigen::Index>(cols);
-    using cmap = Eigen::Map<matrix const>;
+    std::size_t const r = rank;
     float const* src;
     if constexpr (std::is_same_v<T, float>) {
       src = in.data();
     } else {
-      ws.m.resize(er, ec);
-      for (std::size_t i = 0; i < n; ++i) ws.m.data()[i] = to_float(in[i]);
+      ws.m.resize(n);
+      for (std::size_t i = 0; i < n; ++i) ws.m[i] = to_float(in[i]);
       src = ws.m.data();
     }
+    if (ws.q_rows != cols || ws.q_cols != r) {
+      // Shared start: every rank draws the same Q from (seed, tensor), uniform in [-1, 1).
+      random_stream const stream(
+          stream_key{ctx.seed, stream_key::shared_rank, 0, static_cast<std::uint32_t>(ctx.tensor)});
+      ws.q.resize(cols * r);
+      for (std::size_t i = 0; i < ws.q.size(); ++i) ws.q[i] = 2.0f * stream.uniform(i) - 1.0f;
+      ws.q_rows = cols;
+      ws.q_cols = r;
+    }
+    ws.qt.resize(r * cols);
+    ws.pt.resize(r * rows);
+    ws.p.resize(rows * r);
+    detail::compress::transpose(ws.q.data(), cols, r, ws.qt.data());
+    float const amax = detail::compress::project_rows(src, rows, cols, ws.qt.data(), r, ws.pt.data());  // P = M Q
     // Gradients beyond 2^32 are scaled by a power of two 2^-e to below 1 first (exact), and 2^e is
     // given back half to P and half to Q on the wire: in float, M Q overflows to Inf (and P to
-    // NaN) once |M| passes ~1e19 with a warm-started Q. Smaller gradients keep their bits as sent.
-    float amax = 0.0f;
-    for (std::size_t i = 0; i < n; ++i) {
-      float const a = std::abs(src[i]);
-      amax = a > amax ? a : amax;  // NaN is skipped here and sent as it is
-    }
+    // NaN) once |M| passes ~1e19 with a warm-started Q. Smaller gradients keep their bits as sent
+    // (and P from the pass that found the largest magnitude).
     int e = 0;
     if (amax > 0x1p32f && std::isfinite(amax)) {
       (void)std::frexp(amax, &e);  // amax * 2^-e < 1
       float const down = std::ldexp(1.0f, -e);
-      if constexpr (std::is_same_v<T, float>) {
-        ws.m.resize(er, ec);
-        for (std::size_t i = 0; i < n; ++i) ws.m.data()[i] = src[i] * down;
-        src = ws.m.data();
-      } else {
-        for (std::size_t i = 0; i < n; ++i) ws.m.data()[i] *= down;
-      }
+      ws.m.resize(n);
+      for (std::size_t i = 0; i < n; ++i) ws.m[i] = src[i] * down;
+      src = ws.m.data();
+      (void)detail::compress::project_rows(src, rows, cols, ws.qt.data(), r, ws.pt.data());
     }
-    cmap const m(src, er, ec);
-    if (ws.q.rows() != ec || ws.q.cols() != r) {
-      // Shared start: every rank draws the same Q from (seed, tensor), uniform in [-1, 1).
-      random_stream const stream(
-          stream_key{ctx.seed, stream_key::shared_rank, 0, static_cast<std::uint32_t>(ctx.tensor)});
-      ws.q.resize(ec, r);
-      for (Eigen::Index i = 0; i < ws.q.size(); ++i)
-        ws.q.data()[i] = 2.0f * stream.uniform(static_cast<std::uint64_t>(i)) - 1.0f;
-    }
-    ws.p.resize(er, r);
-    ws.p.noalias() = m * ws.q;
-    orthonormalize(ws.p);
-    ws.q.noalias() = m.transpose() * ws.p;
+    detail::compress::orthonormalize_rows(ws.pt.data(), r, rows);
+    detail::compress::project_cols(src, rows, cols, ws.pt.data(), r, ws.qt.data());  // Q = M^T P
+    detail::compress::transpose(ws.qt.data(), r, cols, ws.q.data());
+    detail::compress::transpose(ws.pt.data(), r, rows, ws.p.data());
     wire::writer w(out, compress_detail::make_header<T>(wire::codec_id::power_sgd, ctx, n, 0));
     std::uint64_t const params[3] = {rows, cols, rank};
     w.write(std::as_bytes(std::span(params)));
-    auto factor = [&w](matrix const& f, std::size_t count, int up) {
-      if (up == 0) return w.write(std::as_bytes(std::span<float const>(f.data(), count)));
+    auto factor = [&w](std::vector<float> const& f, int up) {
+      if (up == 0) return w.write(std::as_bytes(std::span<float const>(f)));
       float const scale = std::ldexp(1.0f, up);
       std::byte* const o = w.next().data();
-      for (std::size_t i = 0; i < count; ++i) {
-        float const v = f.data()[i] * scale;
+      for (std::size_t i = 0; i < f.size(); ++i) {
+        float const v = f[i] * scale;
         std::memcpy(o + 4 * i, &v, 4);
       }
-      w.commit(4 * count);
+      w.commit(4 * f.size());
     };
-    factor(ws.p, rows * rank, e / 2);
-    factor(ws.q, cols * rank, e - e / 2);      // ws.q stays scaled: only its direction warm-starts
-    if (!ws.q.allFinite()) ws.q.resize(0, 0);  // a non-finite step is sent, never kept as warm start
+    factor(ws.p, e / 2);
+    factor(ws.q, e - e / 2);  // ws.q stays scaled: only its direction warm-starts
+    if (!std::all_of(ws.q.begin(), ws.q.end(), [](float v) { return std::isfinite(v); })) {
+      ws.q.clear();  // a non-finite step is sent, never kept as warm start
+      ws.q_rows = ws.q_cols = 0;
+    }
     return w.finish();
   }
 
@@ -239,42 +241,20 @@ struct power_sgd {
                 f.sections[1].size() == rows * r * 4 && f.sections[2].size() == cols * r * 4,
             errc::malformed_message, "power_sgd: factors do not match a {} x {} matrix of rank {}", params[0],
             params[1], r);
-    auto const er = static_cast<Eigen::Index>(rows), ec = static_cast<Eigen::Index>(cols),
-               erank = static_cast<Eigen::Index>(r);
-    ws.p.resize(er, erank);
+    std::size_t const rr = static_cast<std::size_t>(r);
+    ws.p.resize(rows * rr);
     std::memcpy(ws.p.data(), f.sections[1].data(), f.sections[1].size());
-    ws.q_in.resize(ec, erank);  // ws.q, this rank's warm start, is left alone
+    ws.q_in.resize(cols * rr);  // ws.q, this rank's warm start, is left alone
     std::memcpy(ws.q_in.data(), f.sections[2].data(), f.sections[2].size());
+    ws.qt.resize(rr * cols);
+    detail::compress::transpose(ws.q_in.data(), cols, rr, ws.qt.data());
     if constexpr (std::is_same_v<T, float>) {
-      Eigen::Map<matrix> d(dense.data(), er, ec);
-      if (add)
-        d.noalias() += ws.p * ws.q_in.transpose();
-      else
-        d.noalias() = ws.p * ws.q_in.transpose();
+      detail::compress::expand(ws.p.data(), ws.qt.data(), rows, cols, rr, dense.data(), add);
     } else {
       compress_detail::grow(ws.dense, n);
-      Eigen::Map<matrix> d(ws.dense.data(), er, ec);
-      d.noalias() = ws.p * ws.q_in.transpose();
+      detail::compress::expand(ws.p.data(), ws.qt.data(), rows, cols, rr, ws.dense.data(), false);
       for (std::size_t i = 0; i < n; ++i)
         dense[i] = add ? from_float<T>(to_float(dense[i]) + ws.dense[i]) : from_float<T>(ws.dense[i]);
-    }
-  }
-
-  /// Modified Gram-Schmidt on the columns of p, each projection removed twice ("twice is
-  /// enough", Giraud et al. 2005); a column with (relatively) nothing left becomes zero, so a
-  /// rank-deficient M never yields a non-orthogonal P. Non-finite columns become NaN.
-  static void orthonormalize(matrix& p) {
-    for (Eigen::Index c = 0; c < p.cols(); ++c) {
-      float const before = p.col(c).norm();
-      for (int pass = 0; pass < 2; ++pass)
-        for (Eigen::Index prev = 0; prev < c; ++prev) p.col(c) -= p.col(prev).dot(p.col(c)) * p.col(prev);
-      float const norm = p.col(c).norm();
-      if (!std::isfinite(norm) || !std::isfinite(before))
-        p.col(c).setConstant(std::numeric_limits<float>::quiet_NaN());
-      else if (norm <= 1e-5f * before || norm <= 1e-30f)
-        p.col(c).setZero();
-      else
-        p.col(c) /= norm;
     }
   }
 };
