@@ -1,5 +1,5 @@
 // mpi: the Transport over Open MPI (target sluice::mpi). Point-to-point through MPI_Isend and
-// MPI_Improbe/MPI_Mrecv polled against deadlines, barrier through MPI_Ibarrier, and the engine's own
+// MPI_Improbe/MPI_Imrecv polled against deadlines, barrier through MPI_Ibarrier, and the engine's own
 // MPI_Iallreduce for dense sums, so no wait can outlive its deadline.
 #pragma once
 
@@ -36,12 +36,43 @@ inline void mpi_check(int code, char const* call, int rank, int peer) {
                 mpi_error_string(code));
 }
 
-/// Serializes MPI calls when the library refused MPI_THREAD_MULTIPLE; a no-op lock otherwise.
+/// Serializes MPI calls when the library refused MPI_THREAD_MULTIPLE; a no-op lock otherwise. Also
+/// keeps the receives that passed their deadline after their message was matched (the sender died
+/// or stalled mid-message): MPI may still write into their storage, so it is kept alive here.
 struct mpi_serializer {
   bool serialize = false;
   std::mutex m;
   [[nodiscard]] std::unique_lock<std::mutex> lock() {
     return serialize ? std::unique_lock<std::mutex>(m) : std::unique_lock<std::mutex>();
+  }
+
+  struct abandoned_recv {
+    MPI_Request req;
+    std::vector<std::byte> storage;
+  };
+  std::mutex abandoned_m;
+  std::vector<abandoned_recv> abandoned;
+
+  /// Takes over a pending receive and its storage, and drops the ones that have completed since.
+  void abandon(MPI_Request r, std::vector<std::byte>&& storage) {
+    std::lock_guard g(abandoned_m);
+    std::erase_if(abandoned, [&](abandoned_recv& a) {
+      int flag = 0;
+      auto l = lock();
+      return MPI_Test(&a.req, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag != 0;
+    });
+    abandoned.push_back({r, std::move(storage)});
+  }
+
+  ~mpi_serializer() {
+    // A receive still pending when the transport goes may yet be written by MPI: its storage is
+    // left allocated on purpose (a job that lost a peer is expected to end).
+    for (auto& a : abandoned) {
+      int finalized = 0, flag = 0;
+      MPI_Finalized(&finalized);
+      if (finalized || MPI_Test(&a.req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || flag == 0)
+        (void)new std::vector<std::byte>(std::move(a.storage));
+    }
   }
 };
 
@@ -195,8 +226,28 @@ class mpi_transport {
     int count = 0;
     MPI_Get_count(&status, MPI_BYTE, &count);
     buffer.resize(static_cast<std::size_t>(count));
-    auto lock = ser_->lock();
-    detail::mpi_check(MPI_Mrecv(buffer.data(), count, MPI_BYTE, &msg, MPI_STATUS_IGNORE), "MPI_Mrecv", rank_, peer);
+    // The matched message's bytes may still be on their way (a large message's rendezvous): its
+    // receive is polled against the deadline too, never left to block on a peer that died mid-message.
+    MPI_Request r = MPI_REQUEST_NULL;
+    {
+      auto lock = ser_->lock();
+      detail::mpi_check(MPI_Imrecv(buffer.data(), count, MPI_BYTE, &msg, &r), "MPI_Imrecv", rank_, peer);
+    }
+    bool const done = detail::poll_until(
+        [&] {
+          int flag = 0;
+          auto lock = ser_->lock();
+          detail::mpi_check(MPI_Test(&r, &flag, MPI_STATUS_IGNORE), "MPI_Test(recv)", rank_, peer);
+          return flag != 0;
+        },
+        d);
+    if (!done) {
+      ser_->abandon(r, std::move(buffer));  // the storage MPI may still write moves with the request
+      buffer.clear();
+      throw_error(errc::timeout,
+                  "mpi_transport: rank {} receiving {} bytes from rank {} (tag {}): deadline passed mid-message", rank_,
+                  count, peer, to_underlying(tag));
+    }
     return buffer;
   }
 
