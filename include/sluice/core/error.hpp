@@ -2,8 +2,8 @@
 // A std::system_error, so callers can test `e.code() == sluice::errc::timeout` portably.
 #pragma once
 
-#include <ostream>  // makes <system_error>'s operator<< for error codes usable (as before, when fmt/format.h brought it)
 #include <concepts>
+#include <ostream>  // makes <system_error>'s operator<< for error codes usable (as before, when fmt/format.h brought it)
 #include <string>
 #include <system_error>
 #include <type_traits>
