@@ -45,7 +45,8 @@ std::vector<std::string> region(fs::path const& file, std::string const& name) {
   std::size_t indent = std::string::npos;
   for (auto const& l : lines) {
     if (trim(l) == "// example-end " + name) break;
-    if (in) {
+    bool const marker = trim(l).rfind("// example-begin ", 0) == 0 || trim(l).rfind("// example-end ", 0) == 0;
+    if (in && !marker) {  // a region nested in this one shows in both, without its markers
       out.push_back(l);
       if (auto const at = l.find_first_not_of(' '); at != std::string::npos) indent = std::min(indent, at);
     }
