@@ -5,8 +5,8 @@
 #include <thread>
 #include <vector>
 
-#include <sluice/sluice.hpp>
 #include <sluice/pipeline/all.hpp>
+#include <sluice/sluice.hpp>
 
 #include "idx.hpp"
 #include "mlp.hpp"
@@ -23,8 +23,8 @@ int main() {
     threads.emplace_back([&, rank] {
       fashion_mnist::mlp net({784, 256, 128, 10}, /*seed=*/1);
       sluice::pipeline pipe{sluice::block_top_k{.ratio = 0.01},  // send the largest 1 % (16-float blocks)
-                            sluice::residual{},                   // keep what was not sent for later
-                            sluice::adam{.lr = 1e-3},             // applied to fp32 master weights
+                            sluice::residual{},                  // keep what was not sent for later
+                            sluice::adam{.lr = 1e-3},            // applied to fp32 master weights
                             endpoints[static_cast<std::size_t>(rank)],
                             sluice::pipeline_options{.staleness = 1, .seed = 7}};
       auto const params = net.parameters();

@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <vector>
 
-#include <sluice/sluice.hpp>
 #include <sluice/pipeline/all.hpp>
+#include <sluice/sluice.hpp>
 #include <sluice/transport/zmq.hpp>
 
 #include "idx.hpp"
