@@ -444,3 +444,18 @@ TEST_CASE("docs/solver.md: adaptive_control in short") {
   pipe.synchronize();
   CHECK(pipe.steps() == static_cast<std::uint64_t>(steps));
 }
+
+// docs/architecture.md's unit for the compile-time figures: compiled, not run (it is there to be
+// compiled; at run time its restore() after a step is refused). Kept as the page prints it.
+namespace docs_architecture {
+// clang-format off
+// example-begin one-pipeline
+void run(sluice::local_transport t, sluice::layout const& l, std::span<std::span<float> const> p,
+         std::span<std::span<float const> const> g) {
+  sluice::pipeline pipe{sluice::top_k{.ratio = 0.01}, sluice::residual{}, sluice::adam{.lr = 1e-3},
+                        std::move(t), sluice::pipeline_options{.staleness = 1}};
+  pipe.attach(l, p); pipe.step(g); pipe.synchronize(); auto b = pipe.save(); pipe.restore(b);
+}
+// example-end one-pipeline
+// clang-format on
+}  // namespace docs_architecture
