@@ -1,12 +1,86 @@
-# cmake -DBUILD_DIR=... -DTARGET=... -DEXPECTED=... -P expect_compile_error.cmake
-# Builds TARGET, which must fail, with EXPECTED (a plain substring) somewhere in the compiler's output.
+# cmake -DBUILD_DIR=... -DTARGET=... -DSOURCE=<case.cpp> -P expect_compile_error.cmake
+# Builds TARGET (SOURCE compiled with -DSLUICE_MUST_FAIL), which must fail, and checks two things in
+# the compiler's output:
+#  - the whole sentence of SOURCE's `// expected-error: <text>` comment (continued on the following
+#    `// <text>` lines, joined with one space) appears verbatim: the library's static_assert message;
+#  - the diagnostic that carries it points at the line of SOURCE that ends with `// error-here`:
+#    `<case>.cpp:<line>:` appears among that error's locations (g++ prints the instantiation chain,
+#    ending in "required from here", before the error; clang prints "requested here" notes after
+#    it), between the previous and the next `error:` line of the output.
+# One list element per line: `;`, `[` and `]` (list syntax to CMake) are held as placeholders.
+file(READ ${SOURCE} text)
+string(REPLACE ";" "<sc>" text "${text}")
+string(REPLACE "[" "<lb>" text "${text}")
+string(REPLACE "]" "<rb>" text "${text}")
+string(REPLACE "\n" ";" lines "${text}")
+set(expected "")
+set(in_expected FALSE)
+set(line_no 0)
+set(here "")
+foreach(l IN LISTS lines)
+  math(EXPR line_no "${line_no} + 1")
+  if(l MATCHES "^// expected-error: (.*)$")
+    set(expected "${CMAKE_MATCH_1}")
+    set(in_expected TRUE)
+  elseif(in_expected AND l MATCHES "^// (.*)$")
+    string(APPEND expected " ${CMAKE_MATCH_1}")
+  else()
+    set(in_expected FALSE)
+  endif()
+  if(l MATCHES "// error-here$")
+    if(NOT here STREQUAL "")
+      message(FATAL_ERROR "${SOURCE}: more than one line ends with '// error-here'")
+    endif()
+    set(here ${line_no})
+  endif()
+endforeach()
+string(REPLACE "<sc>" ";" expected "${expected}")
+string(REPLACE "<lb>" "[" expected "${expected}")
+string(REPLACE "<rb>" "]" expected "${expected}")
+if(expected STREQUAL "" OR here STREQUAL "")
+  message(FATAL_ERROR "${SOURCE} needs a '// expected-error: <sentence>' comment and one line ending in '// error-here'")
+endif()
+
 execute_process(COMMAND ${CMAKE_COMMAND} --build ${BUILD_DIR} --target ${TARGET}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
 if(rc EQUAL 0)
   message(FATAL_ERROR "${TARGET} compiled, but it must not")
 endif()
-string(FIND "${out}${err}" "${EXPECTED}" at)
+set(all "${out}${err}")
+string(FIND "${all}" "${expected}" at)
 if(at EQUAL -1)
-  message(FATAL_ERROR "${TARGET} failed to compile, but without the expected text\n  expected: ${EXPECTED}\n  got:\n${out}${err}")
+  message(FATAL_ERROR "${TARGET} failed to compile, but without the expected sentence\n  expected: ${expected}\n  got:\n${all}")
 endif()
-message(STATUS "${TARGET}: failed to compile with the expected error: ${EXPECTED}")
+
+# The window of this error: from the end of the previous `error:` line to the next `error:`.
+string(SUBSTRING "${all}" 0 ${at} before)
+string(SUBSTRING "${all}" ${at} -1 after)
+string(FIND "${before}" "\n" line_start REVERSE)  # the start of the line holding the sentence
+if(line_start EQUAL -1)
+  set(line_start 0)
+endif()
+string(SUBSTRING "${before}" 0 ${line_start} earlier)
+string(FIND "${earlier}" "error:" previous REVERSE)
+if(previous EQUAL -1)
+  set(previous 0)
+endif()
+string(SUBSTRING "${before}" ${previous} -1 window)
+string(FIND "${after}" "\n" eol)
+if(eol EQUAL -1)
+  string(APPEND window "${after}")
+else()
+  string(SUBSTRING "${after}" 0 ${eol} sentence_line)
+  string(SUBSTRING "${after}" ${eol} -1 rest)
+  string(FIND "${rest}" "error:" next)
+  if(NOT next EQUAL -1)
+    string(SUBSTRING "${rest}" 0 ${next} rest)
+  endif()
+  string(APPEND window "${sentence_line}" "${rest}")
+endif()
+get_filename_component(case ${SOURCE} NAME)
+string(REPLACE "." "\\." case_re "${case}")
+if(NOT window MATCHES "(^|[/ \n])${case_re}:${here}:[0-9]+:")
+  message(FATAL_ERROR "${TARGET} failed with the expected sentence, but the error does not point at ${case}:${here} "
+                      "(the line ending in '// error-here')\n  the error:\n${window}")
+endif()
+message(STATUS "${TARGET}: rejected at ${case}:${here} with: ${expected}")

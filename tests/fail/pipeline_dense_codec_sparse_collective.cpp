@@ -1,5 +1,7 @@
-// A dense quantizer cannot be summed by the sparse allgather: the pipeline says so and what to use.
-// expected-error: by_sparse_allgather sums sparse frames, but this codec is dense
+// The mistake: a dense quantizer (maxmin_quantize) with by_sparse_allgather, which sums sparse
+// frames; the pipeline says which collectives sum a quantizer.
+// expected-error: sluice::pipeline: by_sparse_allgather sums sparse frames, but this codec is dense
+// (codec_traits<C>::is_sparse is false); use by_codec or by_scatter_reduce_allgather for quantizers
 #include <sluice/compress/maxmin_quantize.hpp>
 #include <sluice/compress/top_k.hpp>
 #include <sluice/feedback/residual.hpp>
@@ -14,7 +16,8 @@ int main() {
   using codec = sluice::top_k;
 #endif
   auto ts = sluice::local_transport::create(1);
-  sluice::pipeline pipe{codec{}, sluice::residual{},         sluice::adam{},
-                        ts[0],   sluice::pipeline_options{}, sluice::by_sparse_allgather{}};
+  sluice::pipeline_options const options{};
+  sluice::by_sparse_allgather const collective{};
+  sluice::pipeline pipe{codec{}, sluice::residual{}, sluice::adam{}, ts[0], options, collective};  // error-here
   return static_cast<int>(pipe.steps());
 }

@@ -1,6 +1,9 @@
-// A transport that owns what cannot move (ZeroMQ sockets, an MPI communicator) is passed as an
-// lvalue; std::move of it must say so instead of a screen of deleted-function errors.
-// expected-error: this transport cannot be moved (it owns sockets or an MPI communicator)
+// The mistake: std::move of a transport that cannot move (as zmq_transport and mpi_transport: they
+// own sockets or a communicator) into a pipeline; the pipeline says to pass it as an lvalue instead
+// of a screen of deleted-function errors.
+// expected-error: sluice::pipeline: this transport cannot be moved (it owns sockets or an MPI communicator), so
+// std::move(transport) cannot hand it over; pass it as an lvalue (`transport`, not `std::move(transport)`): the
+// pipeline then refers to it, and it must outlive the pipeline
 #include <sluice/compress/top_k.hpp>
 #include <sluice/feedback/residual.hpp>
 #include <sluice/optim/sgd.hpp>
@@ -29,7 +32,7 @@ int main() {
   auto ts = sluice::local_transport::create(1);
   pinned_transport endpoint(ts[0]);
 #if defined(SLUICE_MUST_FAIL)
-  sluice::pipeline pipe{sluice::top_k{}, sluice::residual{}, sluice::sgd{}, std::move(endpoint)};
+  sluice::pipeline pipe{sluice::top_k{}, sluice::residual{}, sluice::sgd{}, std::move(endpoint)};  // error-here
 #else
   sluice::pipeline pipe{sluice::top_k{}, sluice::residual{}, sluice::sgd{}, endpoint};
 #endif

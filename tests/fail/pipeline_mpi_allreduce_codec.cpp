@@ -1,5 +1,7 @@
-// MPI_Allreduce sums fp32: by_mpi_allreduce with a compressing codec is refused, not silently dense.
-// expected-error: by_mpi_allreduce sums fp32 with MPI_Allreduce and would ignore this codec
+// The mistake: by_mpi_allreduce with a compressing codec (top_k). MPI_Allreduce sums fp32, so the
+// codec would be silently ignored; the pipeline refuses it.
+// expected-error: sluice::pipeline: by_mpi_allreduce sums fp32 with MPI_Allreduce and would ignore this codec; use
+// sluice::identity{} or by_codec to aggregate compressed frames
 #include <sluice/compress/identity.hpp>
 #include <sluice/compress/top_k.hpp>
 #include <sluice/feedback/no_feedback.hpp>
@@ -18,5 +20,6 @@ int main() {
   using feedback = sluice::no_feedback;
   using transport = sluice::mpi_transport;
   // The class's checks run when it is instantiated; nothing runs (MPI is not initialized here).
-  return static_cast<int>(sizeof(sluice::pipeline<codec, feedback, sluice::sgd, transport&, sluice::by_mpi_allreduce>));
+  return static_cast<int>(
+      sizeof(sluice::pipeline<codec, feedback, sluice::sgd, transport&, sluice::by_mpi_allreduce>));  // error-here
 }

@@ -1,5 +1,7 @@
-// MPI_Allreduce sends the gradient exactly: error feedback with by_mpi_allreduce is refused.
-// expected-error: by_mpi_allreduce sends the gradient exactly, so error feedback has nothing to compensate
+// The mistake: by_mpi_allreduce with error feedback (residual). MPI_Allreduce sends the gradient
+// exactly: the feedback would have nothing to compensate.
+// expected-error: sluice::pipeline: by_mpi_allreduce sends the gradient exactly, so error feedback has nothing to
+// compensate; use sluice::no_feedback{} (or a compressing codec with by_codec)
 #include <sluice/compress/identity.hpp>
 #include <sluice/compress/top_k.hpp>
 #include <sluice/feedback/no_feedback.hpp>
@@ -18,5 +20,6 @@ int main() {
 #endif
   using transport = sluice::mpi_transport;
   // The class's checks run when it is instantiated; nothing runs (MPI is not initialized here).
-  return static_cast<int>(sizeof(sluice::pipeline<codec, feedback, sluice::sgd, transport&, sluice::by_mpi_allreduce>));
+  return static_cast<int>(
+      sizeof(sluice::pipeline<codec, feedback, sluice::sgd, transport&, sluice::by_mpi_allreduce>));  // error-here
 }

@@ -1,5 +1,7 @@
-// The first policy of a pipeline must be a Codec; a ratio alone is not one.
-// expected-error: the first argument is not a sluice::Codec: pass a codec value such as sluice::top_k{.ratio = 0.01}
+// The mistake: a ratio (0.01) where the pipeline takes a codec value (sluice::top_k{.ratio = 0.01}).
+// expected-error: sluice::pipeline: the first argument is not a sluice::Codec: pass a codec value such as
+// sluice::top_k{.ratio = 0.01} (a type of your own needs `using codec_concept = sluice::codec_tag;`, max_encoded_bytes,
+// encode and decode_into: see docs/compress.md)
 #include <sluice/compress/top_k.hpp>
 #include <sluice/feedback/residual.hpp>
 #include <sluice/optim/sgd.hpp>
@@ -13,6 +15,6 @@ int main() {
 #else
   sluice::top_k codec{.ratio = 0.01};
 #endif
-  sluice::pipeline pipe{codec, sluice::residual{}, sluice::sgd{}, ts[0]};
+  sluice::pipeline pipe{codec, sluice::residual{}, sluice::sgd{}, ts[0]};  // error-here
   return static_cast<int>(pipe.steps());
 }

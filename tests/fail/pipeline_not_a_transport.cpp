@@ -1,5 +1,6 @@
-// The fourth policy of a pipeline must be a Transport (an engine endpoint, moved in).
-// expected-error: the fourth argument is not a sluice::Transport: pass an engine endpoint
+// The mistake: an int (a rank, say) where the pipeline takes a transport endpoint.
+// expected-error: sluice::pipeline: the fourth argument is not a sluice::Transport: pass an engine endpoint
+// (sluice::local_transport, sluice::zmq_transport or sluice::mpi_transport)
 #include <sluice/compress/top_k.hpp>
 #include <sluice/feedback/residual.hpp>
 #include <sluice/optim/sgd.hpp>
@@ -13,6 +14,6 @@ int main() {
 #else
   auto endpoint = ts[0];
 #endif
-  sluice::pipeline pipe{sluice::top_k{}, sluice::residual{}, sluice::sgd{}, endpoint};
+  sluice::pipeline pipe{sluice::top_k{}, sluice::residual{}, sluice::sgd{}, endpoint};  // error-here
   return static_cast<int>(pipe.steps());
 }

@@ -1,5 +1,7 @@
-// The third policy of a pipeline must be an Optimizer (sgd, adam, adamw or one that opts in).
-// expected-error: the third argument is not a sluice::Optimizer: pass sluice::sgd{...}
+// The mistake: an optimizer of one's own without the opt-in tag (`using optimizer_concept =
+// sluice::optimizer_tag;`) handed to a pipeline; the pipeline names the optimizers it takes.
+// expected-error: sluice::pipeline: the third argument is not a sluice::Optimizer: pass sluice::sgd{...},
+// sluice::adam{...} or sluice::adamw{...}
 #include <sluice/compress/top_k.hpp>
 #include <sluice/feedback/residual.hpp>
 #include <sluice/optim/sgd.hpp>
@@ -16,7 +18,7 @@ struct my_optimizer {
 int main() {
   auto ts = sluice::local_transport::create(1);
 #if defined(SLUICE_MUST_FAIL)
-  sluice::pipeline pipe{sluice::top_k{}, sluice::residual{}, my_optimizer{}, ts[0]};
+  sluice::pipeline pipe{sluice::top_k{}, sluice::residual{}, my_optimizer{}, ts[0]};  // error-here
 #else
   sluice::pipeline pipe{sluice::top_k{}, sluice::residual{}, sluice::sgd{}, ts[0]};
 #endif

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include <sluice/pipeline/any.hpp>
@@ -59,6 +60,36 @@ TEST_CASE("any_pipeline: a codec the linked library was built without is refused
                        doctest::Contains("add it to sluice_add_any_pipeline"), error);
   any_pipeline<local_transport> ok{top_k{.ratio = 0.1}, no_feedback{}, adamw{}, std::move(ts[0])};
   CHECK(ok.describe().find("top_k") != std::string::npos);
+}
+
+TEST_CASE("any_pipeline: docs/pipeline.md's example") {
+  // What a trainer's command line parser gives: the library linked here holds top_k's pipelines.
+  auto parse_codec = [](char const* const* args) -> any_codec {
+    require(std::string_view(args[1]) == "top_k", errc::invalid_argument, "this test's trainer knows top_k only");
+    return top_k{.ratio = 0.05};
+  };
+  char const* const argv[] = {"trainer", "top_k", nullptr};
+  std::vector<model_params> out(2, model_params(model()));
+  rethrow_first(run_local(2, [&](local_transport& transport) {
+    int const rank = transport.rank();
+    pipeline_options const options = small_buckets(1);
+    sluice::layout const layout = model();
+    model_params p(model());
+    auto params = p.spans();
+    // example-begin any
+    sluice::any_codec codec = parse_codec(argv);  // a std::variant of the codecs: identity, top_k, qsgd, ...
+    sluice::any_pipeline pipe{codec, sluice::residual{}, sluice::adam{.lr = 1e-3}, std::move(transport), options};
+    pipe.attach(layout, params);  // the same calls as sluice::pipeline
+    // example-end any
+    std::vector<std::vector<float>> g;
+    for (std::uint64_t s = 0; s < 3; ++s) {
+      gradients(rank, s, p, g);
+      pipe.step(views(g));
+    }
+    pipe.synchronize();
+    out[static_cast<std::size_t>(rank)] = p;
+  }));
+  CHECK(out[0] == out[1]);
 }
 
 }  // namespace

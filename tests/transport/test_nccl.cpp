@@ -14,6 +14,8 @@
 #include <vector>
 
 #include <sluice/collective/ring_allreduce.hpp>
+#include <sluice/collective/sparse_allgather.hpp>
+#include <sluice/compress/top_k.hpp>
 #include <sluice/transport/local.hpp>
 #include <sluice/transport/nccl.hpp>
 
@@ -31,6 +33,20 @@ bool have_device() {
 }
 
 }  // namespace
+
+// docs/transport.md's block, compiled (not called: the test cases here run the same calls). `host`
+// is the job's mpi_transport or zmq_transport; a local_transport here.
+void docs_nccl(local_transport& host, std::span<float> grad, std::span<float const> in, std::span<float> out,
+               collective_context const& ctx) {
+  ring_allreduce_workspace ws;
+  sluice::top_k const codec{.ratio = 0.01};
+  sparse_allgather_workspace<sluice::top_k> ag;
+  // example-begin nccl
+  sluice::nccl_transport gpu(host, {.device = -1});                  // device: LOCAL_RANK / OMPI_COMM_WORLD_LOCAL_RANK
+  sluice::ring_allreduce(gpu, grad, ctx, ws, {.use_native = true});  // ncclAllReduce
+  sluice::sparse_allgather(gpu, codec, in, out, ctx, ag);            // messages over `host`
+  // example-end nccl
+}
 
 TEST_CASE("nccl_transport: without a CUDA device every rank gets errc::unsupported") {
   if (have_device()) return;  // the device test case below runs instead

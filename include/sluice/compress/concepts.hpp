@@ -22,7 +22,7 @@ struct codec_tag {};
 struct encode_context;
 
 /// Indices + values of a sparse tensor (core/sparse.hpp): what SparseCodec decodes to.
-template <class T, SparseIndex Index>
+template <class T, class Index>
 class sparse_buffer;
 
 namespace detail {

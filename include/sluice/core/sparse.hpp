@@ -28,8 +28,12 @@ namespace sluice {
 /// entries of a partial last block that fall past `extent` are padding and are ignored.
 /// Invariant (checked by validate()): indices strictly increasing and in range.
 /// T may be const-qualified for read-only views.
-template <class T, SparseIndex Index = std::uint32_t>
+template <class T, class Index = std::uint32_t>
 struct sparse_view {
+  static_assert(SparseIndex<Index>,
+                "sluice::sparse_view<T, Index>: Index must be std::uint32_t or std::uint64_t (sluice::SparseIndex), "
+                "the index widths of the wire format and the kernels; write sparse_view<T> for 32-bit indices, or "
+                "sparse_view<T, std::uint64_t> for tensors of 2^32 elements or more");
   using value_type = std::remove_cv_t<T>;
   using index_type = Index;
 
@@ -96,8 +100,13 @@ struct default_init_allocator : std::allocator<T> {
 
 /// Owning storage for a sparse tensor; capacity grows only on demand, so a buffer reused with
 /// the same or smaller nnz never reallocates.
-template <class T, SparseIndex Index = std::uint32_t>
+template <class T, class Index = std::uint32_t>
 class sparse_buffer {
+  static_assert(SparseIndex<Index>,
+                "sluice::sparse_buffer<T, Index>: Index must be std::uint32_t or std::uint64_t (sluice::SparseIndex), "
+                "the index widths of the wire format and the kernels; write sparse_buffer<T> for 32-bit indices, or "
+                "sparse_buffer<T, std::uint64_t> for tensors of 2^32 elements or more");
+
  public:
   sparse_buffer() = default;
   sparse_buffer(std::size_t extent, std::size_t block_size = 1) : extent_(extent), block_size_(block_size) {

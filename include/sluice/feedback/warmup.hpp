@@ -73,8 +73,13 @@ struct warmup {
 
   /// The codec to use at `step`: `c` ramped from start towards c's own strength. Only a codec
   /// that declares its strength (WarmableCodec) can be ramped.
-  template <WarmableCodec C>
+  template <class C>
   [[nodiscard]] C apply(C const& c, std::uint64_t step) const {
+    static_assert(WarmableCodec<C>,
+                  "sluice::warmup::apply: this codec declares no strength (`static constexpr "
+                  "sluice::codec_strength<C, V> strength`), so a warm-up cannot ramp it; warm up top_k, block_top_k, "
+                  "random_k, threshold_top_k, maxmin_quantize, qsgd or power_sgd, or leave warmup::steps at 0 for "
+                  "identity, cast and sign");
     if (steps == 0 || step >= steps) return c;
     double const from = start > 0 ? start : warm_start_of(c);
     return with_strength(c, strength(step, strength_of(c), from));

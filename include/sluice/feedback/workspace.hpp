@@ -14,6 +14,10 @@ namespace sluice {
 /// outlives a call except the codec's own workspace (PowerSGD's warm start lives there).
 template <class C, class T>
 struct feedback_workspace {
+  static_assert(Codec<C, T>,
+                "sluice::feedback_workspace<C, T>: C is not a sluice::Codec on T, so no feedback policy can encode "
+                "with it; name a codec type such as sluice::top_k (a type of your own needs `using codec_concept = "
+                "sluice::codec_tag;`, max_encoded_bytes, encode and decode_into: see docs/compress.md)");
   codec_workspace<C, T> codec{};     ///< passed to the codec's encode and decode
   std::vector<float> compensated{};  ///< fp32 compensated gradient (unfused and bf16 paths)
   std::vector<float> momentum{};     ///< fp32 new momentum (momentum_correction)

@@ -19,7 +19,7 @@ struct state_layout;
 template <class O, class T>
 class optimizer_state;
 /// A non-owning sparse tensor (core/sparse.hpp).
-template <class T, SparseIndex Index>
+template <class T, class Index>
 struct sparse_view;
 
 /// The per-step constants of sluice::sgd (optim/sgd.hpp).

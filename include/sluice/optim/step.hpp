@@ -13,6 +13,18 @@
 
 namespace sluice {
 
+namespace detail::optim {
+/// The shadow element check of the step and flush overloads that write one.
+template <class S>
+constexpr void check_shadow() noexcept {
+  static_assert(ShadowElement<S>,
+                "sluice::step and sluice::flush: the shadow copy of the parameters is written as sluice::bfloat16 or "
+                "sluice::half "
+                "(sluice::ShadowElement), not as this type; pass a std::span<sluice::bfloat16> or "
+                "std::span<sluice::half>, or leave the shadow argument out to keep the fp32 parameters only");
+}
+}  // namespace detail::optim
+
 /// One dense step of optimizer o over a tensor or a fused bucket: params.size() == grad.size() ==
 /// s.size(); s.step() advances by one. Throws sluice::error (errc::invalid_argument for a policy
 /// or state that does not fit, errc::size_mismatch for sizes) before changing anything.
@@ -22,9 +34,10 @@ void step(O const& o, optimizer_state<O>& s, std::span<float> params, std::span<
 }
 /// Dense step that also writes the updated parameters, rounded to nearest, to `shadow`
 /// (shadow.size() == params.size()).
-template <Optimizer O, ShadowElement S>
+template <Optimizer O, class S>
 void step(O const& o, optimizer_state<O>& s, std::span<float> params, std::span<float const> grad,
           std::span<S> shadow) {
+  detail::optim::check_shadow<S>();
   detail::optim::step_dense(o, s, params, grad, shadow, O::name);
 }
 
@@ -36,9 +49,10 @@ void step(O const& o, optimizer_state<O>& s, std::span<float> params, sparse_vie
   detail::optim::step_sparse(o, s, params, grad, std::span<detail::optim::no_shadow>{}, O::name);
 }
 /// Sparse step (32-bit indices) that also writes the entries it updates to `shadow`.
-template <Optimizer O, ShadowElement S>
+template <Optimizer O, class S>
 void step(O const& o, optimizer_state<O>& s, std::span<float> params, sparse_view<float const> grad,
           std::span<S> shadow) {
+  detail::optim::check_shadow<S>();
   detail::optim::step_sparse(o, s, params, grad, shadow, O::name);
 }
 
@@ -48,9 +62,10 @@ void step(O const& o, optimizer_state<O>& s, std::span<float> params, sparse_vie
   detail::optim::step_sparse(o, s, params, grad, std::span<detail::optim::no_shadow>{}, O::name);
 }
 /// Sparse step (64-bit indices) that also writes the entries it updates to `shadow`.
-template <Optimizer O, ShadowElement S>
+template <Optimizer O, class S>
 void step(O const& o, optimizer_state<O>& s, std::span<float> params, sparse_view<float const, std::uint64_t> grad,
           std::span<S> shadow) {
+  detail::optim::check_shadow<S>();
   detail::optim::step_sparse(o, s, params, grad, shadow, O::name);
 }
 
@@ -61,8 +76,9 @@ void flush(O const& o, optimizer_state<O>& s, std::span<float> params) {
   detail::optim::flush(o, s, params, std::span<detail::optim::no_shadow>{}, O::name);
 }
 /// flush that also rewrites the whole shadow from the parameters.
-template <Optimizer O, ShadowElement S>
+template <Optimizer O, class S>
 void flush(O const& o, optimizer_state<O>& s, std::span<float> params, std::span<S> shadow) {
+  detail::optim::check_shadow<S>();
   detail::optim::flush(o, s, params, shadow, O::name);
 }
 

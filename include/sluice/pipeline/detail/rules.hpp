@@ -29,10 +29,17 @@ inline constexpr bool is_momentum_correction = std::is_same_v<F, momentum_correc
 /// checks them.
 template <class C, class F, class O, class T, class Collective>
 struct rules {
-  static_assert(Codec<C, float>,
-                "sluice::pipeline: the first argument is not a sluice::Codec: pass a codec value such as "
-                "sluice::top_k{.ratio = 0.01} (a type of your own needs `using codec_concept = sluice::codec_tag;`, "
-                "max_encoded_bytes, encode and decode_into: see docs/compress.md)");
+  static_assert(
+      Codec<C, float> || requires { typename C::codec_concept; },
+      "sluice::pipeline: the first argument is not a sluice::Codec: pass a codec value such as "
+      "sluice::top_k{.ratio = 0.01} (a type of your own needs `using codec_concept = sluice::codec_tag;`, "
+      "max_encoded_bytes, encode and decode_into: see docs/compress.md)");
+  static_assert(
+      Codec<C, float> || !requires { typename C::codec_concept; },
+      "sluice::pipeline: the first argument declares codec_concept but does not model sluice::Codec: "
+      "give it max_encoded_bytes(n), encode(grad, ctx, ws, out) and one template decode_into(msg, ctx, ws, "
+      "dense, mode) for both decode modes (not separate decode and decode_add members), and make it a regular "
+      "value (default-constructible, copyable, ==): see docs/compress.md");
   static_assert(!Codec<C, float> || FeedbackFor<F, C, float>,
                 "sluice::pipeline: the second argument is not error feedback for this codec: pass "
                 "sluice::no_feedback{}, sluice::residual{}, sluice::momentum_correction{} or sluice::ef21{}");

@@ -1,0 +1,40 @@
+// docs/tutorial.md's main_zmq.cpp, compiled here exactly as the page shows it (test_docs keeps
+// them equal): one worker per process over ZeroMQ, started by sluice-run.
+// example-begin main-zmq
+#include <cstdio>
+#include <vector>
+
+#include <sluice/pipeline/all.hpp>
+#include <sluice/sluice.hpp>
+#include <sluice/transport/zmq.hpp>
+
+#include "idx.hpp"
+#include "mlp.hpp"
+
+int main() {
+  auto const train = fashion_mnist::load(fashion_mnist::default_data_dir, "train");
+  auto const test = fashion_mnist::load(fashion_mnist::default_data_dir, "t10k");
+  sluice::zmq_transport transport;  // RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT: set by sluice-run
+  int const rank = transport.rank(), workers = transport.size();
+  std::size_t const batch = 64, per_worker = train.count / static_cast<std::size_t>(workers);
+
+  fashion_mnist::mlp net({784, 256, 128, 10}, /*seed=*/1);
+  sluice::pipeline pipe{sluice::block_top_k{.ratio = 0.01}, sluice::residual{}, sluice::adam{.lr = 1e-3},
+                        transport,  // an lvalue: a zmq_transport cannot move; it outlives pipe
+                        sluice::pipeline_options{.staleness = 1, .seed = 7}};
+  auto const params = net.parameters();
+  pipe.attach(net.layout(), params);  // every rank starts from rank 0's parameters
+
+  std::vector<std::size_t> shard(per_worker);  // this worker's contiguous slice
+  for (std::size_t i = 0; i < per_worker; ++i) shard[i] = static_cast<std::size_t>(rank) * per_worker + i;
+  for (int epoch = 1; epoch <= 3; ++epoch) {
+    for (std::size_t at = 0; at + batch <= shard.size(); at += batch) {
+      net.train_batch(train, std::span<std::size_t const>(shard).subspan(at, batch));  // forward + backward
+      pipe.step(net.gradients());  // compress, exchange, update the parameters
+    }
+    pipe.synchronize();  // every update applied: the replicas are bit-identical
+    double const accuracy = net.accuracy(test);
+    if (rank == 0) std::printf("epoch %d: test accuracy %.4f\n", epoch, accuracy);
+  }
+}
+// example-end main-zmq
