@@ -54,7 +54,7 @@ void BM_top_k_decode_add(benchmark::State& state) {
 
 void BM_baseline_nth_element_top_k(benchmark::State& state) {
   auto const& x = sluice::bench::gradient(static_cast<std::size_t>(state.range(0)));
-  std::size_t const k = sluice::compress_detail::keep_count(ratio_of(state), x.size());
+  std::size_t const k = sluice::detail::compress::keep_count(ratio_of(state), x.size());
   std::vector<std::uint32_t> idx(x.size());
   for (auto _ : state) {
     std::iota(idx.begin(), idx.end(), 0u);
@@ -69,7 +69,7 @@ void BM_baseline_nth_element_top_k(benchmark::State& state) {
 #if defined(SLUICE_BENCH_HAVE_TORCH)
 void BM_baseline_torch_top_k(benchmark::State& state) {
   auto& x = sluice::bench::gradient(static_cast<std::size_t>(state.range(0)));
-  std::size_t const k = sluice::compress_detail::keep_count(ratio_of(state), x.size());
+  std::size_t const k = sluice::detail::compress::keep_count(ratio_of(state), x.size());
   at::set_num_threads(2);
   auto const t = torch::from_blob(x.data(), {static_cast<std::int64_t>(x.size())}, torch::kFloat32);
   for (auto _ : state) {

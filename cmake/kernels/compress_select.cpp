@@ -2,6 +2,6 @@
 // (include/sluice/compress/detail/instances.hpp).
 #include <sluice/compress/detail/instances.hpp>
 
-namespace sluice::compress_detail {
+namespace sluice::detail::compress {
 SLUICE_COMPRESS_KERNELS(template)
-}  // namespace sluice::compress_detail
+}  // namespace sluice::detail::compress

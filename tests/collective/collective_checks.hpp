@@ -221,7 +221,7 @@ std::vector<float> run(T& t, algo a, std::size_t n, collective_context const& ct
 }
 
 inline std::uint64_t hash_of(std::vector<float> const& v) {
-  wire::detail::checksum_state s;
+  detail::wire::checksum_state s;
   s.update(std::as_bytes(std::span<float const>(v)));
   return s.finish();
 }

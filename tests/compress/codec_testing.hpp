@@ -51,7 +51,7 @@ std::vector<T> decode(C const& c, std::vector<std::byte> const& msg, std::size_t
 }
 
 inline void reseal(std::vector<std::byte>& f) {
-  std::uint64_t const s = wire::detail::frame_checksum(f);
+  std::uint64_t const s = detail::wire::frame_checksum(f);
   std::memcpy(f.data() + 72, &s, 8);
 }
 

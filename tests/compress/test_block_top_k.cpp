@@ -36,7 +36,7 @@ TEST_CASE_TEMPLATE("block_top_k picks exactly the top blocks", T, float, sluice:
           CAPTURE(n);
           CAPTURE(B);
           CAPTURE(r);
-          std::size_t const k = sluice::compress_detail::keep_count(r, n);
+          std::size_t const k = sluice::detail::compress::keep_count(r, n);
           std::size_t const b = std::min((k + B - 1) / B, (n + B - 1) / B);
           CHECK(c.keep_blocks(n) == b);
           CHECK(selected(c, x) == reference_block_top_k(x, B, b, s == block_score::l2));

@@ -53,12 +53,12 @@ TEST_CASE("bit packing round-trips every width at every bit offset") {
   std::vector<std::uint8_t> codes(203), back(203);
   for (unsigned bits = 1; bits <= 8; ++bits) {
     for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<std::uint8_t>((i * 37 + 11) % (1u << bits));
-    CHECK(sluice::compress_detail::packed_bytes(codes.size(), bits) == (codes.size() * bits + 7) / 8);
+    CHECK(sluice::detail::compress::packed_bytes(codes.size(), bits) == (codes.size() * bits + 7) / 8);
     for (std::size_t off : {std::size_t{0}, std::size_t{3}, std::size_t{8}, std::size_t{13}}) {
-      std::vector<std::byte> buf(sluice::compress_detail::packed_bytes(codes.size() + off, bits) + 1, std::byte{0});
-      sluice::compress_detail::pack_codes_at(codes.data(), codes.size(), bits, buf.data(), off * bits);
+      std::vector<std::byte> buf(sluice::detail::compress::packed_bytes(codes.size() + off, bits) + 1, std::byte{0});
+      sluice::detail::compress::pack_codes_at(codes.data(), codes.size(), bits, buf.data(), off * bits);
       CHECK(buf.back() == std::byte{0});
-      sluice::compress_detail::unpack_codes_at(buf.data(), codes.size(), bits, off * bits, back.data());
+      sluice::detail::compress::unpack_codes_at(buf.data(), codes.size(), bits, off * bits, back.data());
       CHECK(back == codes);
     }
   }
@@ -137,7 +137,7 @@ TEST_CASE("maxmin_quantize levels match the scalar formula on extreme grids") {
     auto const msg = encode(c, x, ws);
     auto const f = sluice::wire::parse(msg);
     std::vector<std::uint8_t> codes(n);
-    sluice::compress_detail::unpack_codes(f.sections[2].data(), n, bits, codes.data());
+    sluice::detail::compress::unpack_codes(f.sections[2].data(), n, bits, codes.data());
     float const maxq = static_cast<float>((1u << bits) - 1u);
     std::size_t bad = 0;
     for (std::size_t first = 0; first < n; first += c.bucket) {
@@ -210,10 +210,10 @@ TEST_CASE("maxmin_quantize frames past the single-pass checksum limit carry the 
     CAPTURE(fmt::format("{}", c));
     sluice::codec_workspace<maxmin_quantize, float> ws;
     auto const msg = encode(c, x, ws, {.seed = 3});
-    REQUIRE(msg.size() > 2 * sluice::wire::detail::checksum_block + sluice::wire::header_bytes);
+    REQUIRE(msg.size() > 2 * sluice::detail::wire::checksum_block + sluice::wire::header_bytes);
     std::uint64_t stored = 0;
     std::memcpy(&stored, msg.data() + 72, 8);
-    CHECK(stored == sluice::wire::detail::frame_checksum(msg));
+    CHECK(stored == sluice::detail::wire::frame_checksum(msg));
     auto const y = decode<float>(c, msg, n, ws);
     CHECK(y.size() == n);
   }

@@ -135,14 +135,14 @@ TEST_CASE("random_k sizes its draw by what the frame holds, not by the extent it
   std::size_t const kk = d.keep(m);
   std::vector<std::uint64_t> bits;
   std::vector<std::uint32_t> dense_draw(kk);
-  compress_detail::draw_indices(random_stream(stream_key{9, stream_key::shared_rank, 1, 2}), m, kk, bits,
-                                dense_draw.data());  // small k: the table path
+  detail::compress::draw_indices(random_stream(stream_key{9, stream_key::shared_rank, 1, 2}), m, kk, bits,
+                                 dense_draw.data());  // small k: the table path
   CHECK(std::equal(dense_draw.begin(), dense_draw.end(), a.indices.begin()));
   // Force the bitmap path on the same draw by drawing from a small universe both ways.
   for (std::size_t const universe : {std::size_t{100}, std::size_t{100000}}) {
     std::vector<std::uint32_t> one(10), two(10);
     random_stream const st(stream_key{1, stream_key::shared_rank, 3, 4});
-    compress_detail::draw_indices(st, universe, 10, bits, one.data());
+    detail::compress::draw_indices(st, universe, 10, bits, one.data());
     // Reference: Floyd's algorithm with std::set.
     std::set<std::uint32_t> ref;
     for (std::size_t j = universe - 10; j < universe; ++j) {

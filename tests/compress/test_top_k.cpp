@@ -25,11 +25,11 @@ using namespace sluice::test;
 
 template <class T>
 std::vector<std::uint32_t> select(std::vector<T> const& x, std::size_t k, bool radix = false) {
-  sluice::compress_detail::select_workspace<T> ws;
+  sluice::detail::compress::select_workspace<T> ws;
   ws.force_radix = radix;
   std::vector<std::uint32_t> idx(k);
   std::vector<T> val(k);
-  sluice::compress_detail::select_top_k<T, std::uint32_t>(x, k, ws, std::span(idx), std::span(val));
+  sluice::detail::compress::select_top_k<T, std::uint32_t>(x, k, ws, std::span(idx), std::span(val));
   for (std::size_t j = 0; j < k; ++j) {
     bool const same = std::bit_cast<std::uint32_t>(static_cast<float>(val[j])) ==
                       std::bit_cast<std::uint32_t>(static_cast<float>(x[idx[j]]));
@@ -54,7 +54,7 @@ TEST_CASE_TEMPLATE("top_k selection equals the nth_element reference", T, float,
     for (double r : {1e-4, 1e-3, 0.01, 0.1, 0.5, 1.0}) {
       CAPTURE(n);
       CAPTURE(r);
-      check_against_reference(x, sluice::compress_detail::keep_count(r, n));
+      check_against_reference(x, sluice::detail::compress::keep_count(r, n));
     }
     check_against_reference(x, 0);
     check_against_reference(x, n);
@@ -92,7 +92,7 @@ TEST_CASE("top_k selection on skewed data (all large values in one chunk) matche
   std::size_t const n = std::size_t{1} << 20;
   auto x = gaussian<float>(n, 9);
   for (std::size_t i = n - n / 64; i < n; ++i) x[i] *= 1000.0f;
-  for (double r : {0.001, 0.01, 0.05}) check_against_reference(x, sluice::compress_detail::keep_count(r, n));
+  for (double r : {0.001, 0.01, 0.05}) check_against_reference(x, sluice::detail::compress::keep_count(r, n));
 }
 
 TEST_CASE_TEMPLATE("top_k selection: every sample bracket shape matches the reference", T, float, sluice::half,
@@ -162,7 +162,7 @@ TEST_CASE("top_k frames are the same bytes on every SIMD level and thread count"
 }
 
 TEST_CASE("keep_count is ceil(ratio * n) without representation artefacts") {
-  using sluice::compress_detail::keep_count;
+  using sluice::detail::compress::keep_count;
   CHECK(keep_count(0.01, 100) == 1);
   CHECK(keep_count(0.01, 101) == 2);
   CHECK(keep_count(0.1, 30) == 3);

@@ -34,7 +34,7 @@ void poke(std::vector<std::byte>& f, std::size_t off, U v) {
 }
 
 // Recomputes the checksum so a test can reach validation steps that come after it.
-void reseal(std::vector<std::byte>& f) { poke<std::uint64_t>(f, 72, wire::detail::frame_checksum(f)); }
+void reseal(std::vector<std::byte>& f) { poke<std::uint64_t>(f, 72, sluice::detail::wire::frame_checksum(f)); }
 
 void expect_malformed(std::span<std::byte const> f, char const* needle, wire::expectation const& e = {}) {
   try {
@@ -102,7 +102,7 @@ TEST_CASE("large payloads: block-wise checksum catches corruption anywhere and s
   // The same value whatever the thread count computing it.
   std::uint64_t sum = 0;
   std::memcpy(&sum, f.data() + 72, 8);
-  CHECK(wire::detail::frame_checksum(f) == sum);
+  CHECK(sluice::detail::wire::frame_checksum(f) == sum);
   for (std::size_t off : {std::size_t{80}, std::size_t{80} + (1u << 18) - 1, std::size_t{80} + (1u << 20) + 5,
                           f.size() / 2, f.size() - 1}) {
     CAPTURE(off);
@@ -112,7 +112,7 @@ TEST_CASE("large payloads: block-wise checksum catches corruption anywhere and s
   }
   // Two equal-length blocks exchanged: the digests are keyed by block position.
   auto g = f;
-  std::size_t const block = wire::detail::checksum_block;
+  std::size_t const block = sluice::detail::wire::checksum_block;
   std::swap_ranges(g.begin() + 80, g.begin() + 80 + static_cast<std::ptrdiff_t>(block),
                    g.begin() + 80 + static_cast<std::ptrdiff_t>(block));
   REQUIRE(g != f);
@@ -148,7 +148,7 @@ TEST_CASE("block digests computed while writing give the checksum computed from 
         hs.done(hi);
       }
       // All but the blocks that straddle two parts or reach into the padding were hashed here.
-      std::size_t const blocks = wire::detail::block_digest_table(wire::padded(payload)).blocks;
+      std::size_t const blocks = sluice::detail::wire::block_digest_table(wire::padded(payload)).blocks;
       CHECK(d.hashed() + parts + 1 >= blocks);
       CHECK(d.hashed() <= blocks);
       w.commit(payload);

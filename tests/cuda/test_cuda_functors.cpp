@@ -107,19 +107,19 @@ TEST_CASE("the device operations' NaN results are this CPU's: x86_nan maps a GPU
         CAPTURE(op);
         CAPTURE(bits(a));
         CAPTURE(bits(b));
-        CHECK(bits(cuda::detail::x86_nan(gpu(r[op]), a, b)) == bits(r[op]));
+        CHECK(bits(detail::ieee::x86_nan(gpu(r[op]), a, b)) == bits(r[op]));
         nan_results += r[op] != r[op];
       }
       volatile double da = a, db = b;
       double const rd = da - db, gd = rd != rd ? std::numeric_limits<double>::quiet_NaN() : rd;
-      double const back = cuda::detail::x86_nan(gd, double{a}, double{b});
+      double const back = detail::ieee::x86_nan(gd, double{a}, double{b});
       CHECK(std::memcmp(&back, &rd, 8) == 0);
     }
   CHECK(nan_results > 100);  // the NaN paths were exercised
   for (float a : {-1.0f, -inf, nan_bits(0xffc00123u)}) {
     volatile float va = a;
     float const r = std::sqrt(static_cast<float>(va));
-    CHECK(bits(cuda::detail::x86_nan(gpu(r), a, a)) == bits(r));
+    CHECK(bits(detail::ieee::x86_nan(gpu(r), a, a)) == bits(r));
   }
 }
 
@@ -699,8 +699,8 @@ TEST_CASE("device statuses map to sluice errors at the host boundary") {
   CHECK(cuda::to_errc(cuda::device_status::no_device) == errc::unsupported);
   // A launch failure names the status and carries the runtime's text (cuda::status_of keeps it;
   // set by hand here, without the runtime).
-  cuda::detail::runtime_error_name = "cudaErrorLaunchOutOfResources";
-  cuda::detail::runtime_error_text = "too many resources requested for launch";
+  detail::cuda::runtime_error_name = "cudaErrorLaunchOutOfResources";
+  detail::cuda::runtime_error_text = "too many resources requested for launch";
   try {
     cuda::check(cuda::device_status::launch_failed, "top_k_select(tensor 3)");
     FAIL("no throw");

@@ -422,7 +422,7 @@ TEST_CASE("fused residual + maxmin_quantize is bit-identical past the single-pas
       REQUIRE(std::equal(oa.begin(), oa.begin() + static_cast<std::ptrdiff_t>(na), ob.begin()));
       std::uint64_t stored = 0;
       std::memcpy(&stored, oa.data() + 72, 8);
-      CHECK(stored == sluice::wire::detail::frame_checksum(std::span<std::byte const>(oa.data(), na)));
+      CHECK(stored == sluice::detail::wire::frame_checksum(std::span<std::byte const>(oa.data(), na)));
       REQUIRE(sa == sb);
     }
   }

@@ -137,7 +137,7 @@ void edited(C const& c, std::span<std::uint8_t const> in, unsigned raw_config) {
   write_seed<T>(msg, raw_config);
   for (std::size_t i = 4; i + 2 < in.size(); i += 3)
     msg[(in[i] | static_cast<std::size_t>(in[i + 1]) << 8) % msg.size()] = static_cast<std::byte>(in[i + 2]);
-  std::uint64_t const sum = sluice::wire::detail::frame_checksum(msg);
+  std::uint64_t const sum = sluice::detail::wire::frame_checksum(msg);
   std::memcpy(msg.data() + 72, &sum, 8);
   std::vector<T> dense(n);
   try {
@@ -226,7 +226,7 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
   for (int sealed = 0; sealed < 2; ++sealed) {
     if (sealed == 1) {
       if (frame < sluice::wire::header_bytes) break;
-      std::uint64_t const sum = sluice::wire::detail::frame_checksum(msg);
+      std::uint64_t const sum = sluice::detail::wire::frame_checksum(msg);
       std::memcpy(msg.data() + 72, &sum, 8);
     }
     if (type == 0) one_codec<float>(config, msg, n);

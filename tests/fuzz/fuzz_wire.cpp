@@ -13,7 +13,7 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
   std::vector<std::byte> buf(size - 1);
   if (size > 1) std::memcpy(buf.data(), data + 1, size - 1);
   if (reseal && buf.size() >= sluice::wire::header_bytes) {
-    std::uint64_t const sum = sluice::wire::detail::frame_checksum(buf);
+    std::uint64_t const sum = sluice::detail::wire::frame_checksum(buf);
     std::memcpy(buf.data() + 72, &sum, sizeof sum);
   }
   try {

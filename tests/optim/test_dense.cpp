@@ -259,12 +259,12 @@ TEST_CASE("distinct tensors step concurrently from different threads") {
 /// f(level_t<L>{}) for every level L this CPU runs, capped by SLUICE_SIMD.
 template <class F>
 void for_each_level(F&& f) {
-  f(sluice::simd_detail::level_t<sluice::simd::baseline>{});
+  f(sluice::detail::simd::level_t<sluice::simd::baseline>{});
 #if SLUICE_HAVE_AVX2_TARGET
-  if (sluice::simd_level() >= sluice::simd::avx2) f(sluice::simd_detail::level_t<sluice::simd::avx2>{});
+  if (sluice::simd_level() >= sluice::simd::avx2) f(sluice::detail::simd::level_t<sluice::simd::avx2>{});
 #endif
 #if SLUICE_HAVE_AVX512_TARGET
-  if (sluice::simd_level() >= sluice::simd::avx512) f(sluice::simd_detail::level_t<sluice::simd::avx512>{});
+  if (sluice::simd_level() >= sluice::simd::avx512) f(sluice::detail::simd::level_t<sluice::simd::avx512>{});
 #endif
 }
 

@@ -2,7 +2,7 @@
 # Fails if the objects of a translation unit built with SLUICE_SEPARATE_KERNELS define one of the
 # kernels sluice::kernels holds (the extern template declarations stopped working), or if they
 # call none (then the check says nothing).
-set(_kernel "(sluice::detail::optim::run_(dense|sparse)|sluice::compress_detail::select_top_k)<")
+set(_kernel "(sluice::detail::optim::run_(dense|sparse)|sluice::detail::compress::select_top_k)<")
 set(_defined 0)
 set(_called 0)
 foreach(_o IN LISTS OBJECTS)

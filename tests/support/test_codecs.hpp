@@ -45,7 +45,7 @@ struct dense_codec {
     } else {
       auto s = f.section(0);
       require(s.size() == dense.size() * 4, errc::malformed_message, "dense_codec: values section size");
-      for (std::size_t i = 0; i < dense.size(); ++i) dense[i] += wire::detail::load<float>(s.data() + 4 * i);
+      for (std::size_t i = 0; i < dense.size(); ++i) dense[i] += detail::wire::load<float>(s.data() + 4 * i);
     }
   }
 };
@@ -132,12 +132,12 @@ struct quant_codec {
     for (std::size_t b = 0; b < nb; ++b) {
       float m = 0;
       for (std::size_t i = b * bucket; i < std::min(n, (b + 1) * bucket); ++i) m = std::max(m, std::fabs(in[i]));
-      wire::detail::store<float>(sc.data() + 4 * b, m);
+      detail::wire::store<float>(sc.data() + 4 * b, m);
     }
     w.commit(nb * 4);
     auto q = w.next();
     for (std::size_t i = 0; i < n; ++i) {
-      float const m = wire::detail::load<float>(sc.data() + 4 * (i / bucket));
+      float const m = detail::wire::load<float>(sc.data() + 4 * (i / bucket));
       float const v = m == 0 ? 0.0f : std::nearbyint(in[i] / m * 127.0f);
       q[i] = static_cast<std::byte>(static_cast<std::int8_t>(v));
     }
@@ -152,7 +152,7 @@ struct quant_codec {
     auto sc = f.section(0), q = f.section(1);
     require(sc.size() == nb * 4 && q.size() == n, errc::malformed_message, "quant_codec: section sizes");
     for (std::size_t i = 0; i < n; ++i) {
-      float const m = wire::detail::load<float>(sc.data() + 4 * (i / bucket));
+      float const m = detail::wire::load<float>(sc.data() + 4 * (i / bucket));
       dense[i] += static_cast<float>(static_cast<std::int8_t>(q[i])) * m / 127.0f;
     }
   }

@@ -22,7 +22,7 @@
 
 namespace sluice {
 
-namespace bucket_detail {
+namespace detail::bucket {
 /// A shape as "d0, d1, ..." (what fmt::join(shape, ", ") prints, without <fmt/ranges.h>).
 inline std::string shape_text(std::vector<std::size_t> const& shape) {
   std::string s;
@@ -32,7 +32,7 @@ inline std::string shape_text(std::vector<std::size_t> const& shape) {
   }
   return s;
 }
-}  // namespace bucket_detail
+}  // namespace detail::bucket
 
 /// One tensor of a layout. An empty shape is a scalar (one element).
 struct tensor_desc {
@@ -136,16 +136,16 @@ class layout {
   ///   u32 name bytes, u8 element type, u8 dims, u16 zero, dims x u64, name (UTF-8, no terminator).
   [[nodiscard]] std::vector<std::byte> serialize() const {
     std::vector<std::byte> out;
-    bucket_detail::put<std::uint32_t>(out, serial_magic);
-    bucket_detail::put<std::uint16_t>(out, 1);
-    bucket_detail::put<std::uint16_t>(out, 0);
-    bucket_detail::put<std::uint64_t>(out, tensors_.size());
+    detail::bucket::put<std::uint32_t>(out, serial_magic);
+    detail::bucket::put<std::uint16_t>(out, 1);
+    detail::bucket::put<std::uint16_t>(out, 0);
+    detail::bucket::put<std::uint64_t>(out, tensors_.size());
     for (auto const& t : tensors_) {
-      bucket_detail::put<std::uint32_t>(out, static_cast<std::uint32_t>(t.name.size()));
-      bucket_detail::put<std::uint8_t>(out, static_cast<std::uint8_t>(t.element));
-      bucket_detail::put<std::uint8_t>(out, static_cast<std::uint8_t>(t.shape.size()));
-      bucket_detail::put<std::uint16_t>(out, 0);
-      for (std::size_t d : t.shape) bucket_detail::put<std::uint64_t>(out, d);
+      detail::bucket::put<std::uint32_t>(out, static_cast<std::uint32_t>(t.name.size()));
+      detail::bucket::put<std::uint8_t>(out, static_cast<std::uint8_t>(t.element));
+      detail::bucket::put<std::uint8_t>(out, static_cast<std::uint8_t>(t.shape.size()));
+      detail::bucket::put<std::uint16_t>(out, 0);
+      for (std::size_t d : t.shape) detail::bucket::put<std::uint64_t>(out, d);
       auto const* p = reinterpret_cast<std::byte const*>(t.name.data());
       out.insert(out.end(), p, p + t.name.size());
     }
@@ -156,7 +156,7 @@ class layout {
   /// for anything out of place: bad magic or version, truncation, trailing bytes, bad element
   /// type, more than 255 dimensions, duplicate or empty names.
   static layout deserialize(std::span<std::byte const> bytes, std::string_view who = "peer") {
-    bucket_detail::reader r(bytes);
+    detail::bucket::reader r(bytes);
     std::uint32_t magic = 0;
     std::uint16_t version = 0, zero = 0;
     std::uint64_t count = 0;
@@ -203,7 +203,7 @@ class layout {
   /// every rank, build and run. A cheap first check; layouts_must_match says what differs.
   [[nodiscard]] std::uint64_t fingerprint() const {
     auto const bytes = serialize();
-    return bucket_detail::stable_hash(bytes);
+    return detail::bucket::stable_hash(bytes);
   }
 
   friend bool operator==(layout const& a, layout const& b) { return a.tensors_ == b.tensors_; }
@@ -224,7 +224,7 @@ inline void layouts_must_match(std::span<std::byte const> a, int rank_a, std::sp
   layout const lb = layout::deserialize(b, fmt::format("rank {}", rank_b));
   std::size_t const common = std::min(la.size(), lb.size());
   auto describe = [](tensor_desc const& t) {
-    return fmt::format("'{}' shape [{}] {}", t.name, bucket_detail::shape_text(t.shape), to_string(t.element));
+    return fmt::format("'{}' shape [{}] {}", t.name, detail::bucket::shape_text(t.shape), to_string(t.element));
   };
   for (std::size_t i = 0; i < common; ++i) {
     if (la[i] == lb[i]) continue;
@@ -247,7 +247,7 @@ template <>
 struct fmt::formatter<sluice::tensor_desc> : fmt::formatter<std::string_view> {
   template <class Ctx>
   auto format(sluice::tensor_desc const& t, Ctx& ctx) const {
-    return fmt::format_to(ctx.out(), "{} [{}] {}", t.name, sluice::bucket_detail::shape_text(t.shape),
+    return fmt::format_to(ctx.out(), "{} [{}] {}", t.name, sluice::detail::bucket::shape_text(t.shape),
                           sluice::to_string(t.element));
   }
 };

@@ -78,7 +78,7 @@ void scatter_reduce_allgather_parts(T& t, C const& codec, std::span<float> out, 
   // independent streams), goes to j in shifted steps (detail::pairwise_exchange: one flow per link);
   // I add the decodings of my chunk in a fixed order, my own first, then rank r-1, r-2, ..., each
   // as it arrives, and encode the sum once. The next chunk is encoded while the current one travels.
-  wire::expectation const expect1{.tensor = ctx.tensor, .step = ctx.step, .extent = my_len};
+  sluice::wire::expectation const expect1{.tensor = ctx.tensor, .step = ctx.step, .extent = my_len};
   auto encode_for = [&](std::size_t j) {
     auto& msg = j == ur ? ws.recv[ur] : ws.send[j];
     encode_part(j, msg);
@@ -113,7 +113,7 @@ void scatter_reduce_allgather_parts(T& t, C const& codec, std::span<float> out, 
   ws.sent_bytes += detail::ring_allgather(
       t, ws.final, ws.arrived, ctx.tag + 1, 0, false, ctx, d, what,
       [&](std::size_t j) {
-        return wire::expectation{.tensor = ctx.tensor, .step = ctx.step, .extent = range(j).second};
+        return sluice::wire::expectation{.tensor = ctx.tensor, .step = ctx.step, .extent = range(j).second};
       },
       [] {},
       [&](std::size_t j) {

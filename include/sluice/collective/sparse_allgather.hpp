@@ -211,7 +211,7 @@ template <Transport T, class C>
 std::size_t allgather_sum_dense(T& t, C const& codec, std::span<float> out, collective_context const& ctx,
                                 std::uint64_t salt, bool clear, sparse_allgather_workspace<C>& ws, deadline d) {
   char const* const what = "sparse_allgather";
-  wire::expectation const expect{.tensor = ctx.tensor, .step = ctx.step, .extent = out.size()};
+  sluice::wire::expectation const expect{.tensor = ctx.tensor, .step = ctx.step, .extent = out.size()};
   return detail::ring_allgather(
       t, ws.messages, ws.arrived, ctx.tag, static_cast<std::uint32_t>(salt), true, ctx, d, what,
       [&](std::size_t) { return expect; },
@@ -300,7 +300,7 @@ std::size_t allgather_sum_sparse(T& t, C const& codec, std::size_t n, collective
                                  sparse_buffer<float>& out) {
   char const* const what = "sparse_allgather";
   int const r = t.rank();
-  wire::expectation const expect{.tensor = ctx.tensor, .step = ctx.step, .extent = n};
+  sluice::wire::expectation const expect{.tensor = ctx.tensor, .step = ctx.step, .extent = n};
   ws.sum.reset(n, dense_above);
   bool first = block == 0;
   std::size_t const sent = detail::ring_allgather(

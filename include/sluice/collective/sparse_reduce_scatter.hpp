@@ -46,23 +46,24 @@ namespace detail {
 
 /// A collective-internal sparse frame: [0] block size (u64), [1] varint block indices, [2] fp32 values.
 inline void write_sparse_frame(std::vector<std::byte>& out, std::span<std::uint32_t const> idx,
-                               std::span<float const> val, std::size_t block, wire::header const& h) {
-  std::size_t const most = wire::frame_bytes({8, wire::max_index_bytes(idx.size(), h.extent), val.size() * 4});
+                               std::span<float const> val, std::size_t block, sluice::wire::header const& h) {
+  std::size_t const most =
+      sluice::wire::frame_bytes({8, sluice::wire::max_index_bytes(idx.size(), h.extent), val.size() * 4});
   out.reserve(most + message_id_bytes);
   out.resize(most);
-  wire::writer w(out, h);
+  sluice::wire::writer w(out, h);
   std::uint64_t const b = block;
-  wire::write_array(w, std::span<std::uint64_t const>(&b, 1));
-  w.commit(wire::encode_sorted_indices(idx, w.next()));
-  wire::write_array(w, val);
+  sluice::wire::write_array(w, std::span<std::uint64_t const>(&b, 1));
+  w.commit(sluice::wire::encode_sorted_indices(idx, w.next()));
+  sluice::wire::write_array(w, val);
   out.resize(w.finish());
 }
 
 /// Reads a frame written by write_sparse_frame; every index must lie in blocks [lo, hi).
-inline void read_sparse_frame(wire::frame const& f, std::size_t extent, std::size_t block, std::size_t lo,
+inline void read_sparse_frame(sluice::wire::frame const& f, std::size_t extent, std::size_t block, std::size_t lo,
                               std::size_t hi, sparse_buffer<float>& out) {
   std::uint64_t b = 0;
-  wire::read_array(f.section(0), std::span<std::uint64_t>(&b, 1), "block size");
+  sluice::wire::read_array(f.section(0), std::span<std::uint64_t>(&b, 1), "block size");
   require(b == block, errc::malformed_message, "block size {} where {} was expected", b, block);
   auto vals = f.section(2);
   require(vals.size() % (4 * block) == 0, errc::malformed_message, "values section of {} bytes for block size {}",
@@ -70,10 +71,10 @@ inline void read_sparse_frame(wire::frame const& f, std::size_t extent, std::siz
   std::size_t const nnz = vals.size() / (4 * block);
   out.reset(extent, block);
   out.resize_for_overwrite(nnz);
-  wire::decode_sorted_indices(f.section(1), hi, out.indices());
+  sluice::wire::decode_sorted_indices(f.section(1), hi, out.indices());
   require(nnz == 0 || out.indices()[0] >= lo, errc::malformed_message, "index {} below the range [{}, {})",
           nnz ? out.indices()[0] : 0u, lo, hi);
-  wire::read_array(vals, out.values(), "values");
+  sluice::wire::read_array(vals, out.values(), "values");
 }
 
 }  // namespace detail
@@ -101,12 +102,12 @@ void sparse_reduce_scatter_core(T& t, C const& codec, std::span<float const> in,
   ws.ranges.resize(w);
   ws.sent_bytes = 0;
   auto head = [&](std::size_t n) {
-    return wire::header{.codec = wire::codec_id::sparse,
-                        .element = element_type::f32,
-                        .flags = 0,
-                        .tensor = ctx.tensor,
-                        .step = ctx.step,
-                        .extent = n};
+    return sluice::wire::header{.codec = sluice::wire::codec_id::sparse,
+                                .element = element_type::f32,
+                                .flags = 0,
+                                .tensor = ctx.tensor,
+                                .step = ctx.step,
+                                .extent = n};
   };
   auto blocks_of = [](std::size_t n, std::size_t block) { return (n + block - 1) / block; };
   // Reduce-phase frames: my entries in range j of the chunk go to rank j; those of my own range stay.
@@ -140,12 +141,12 @@ void sparse_reduce_scatter_core(T& t, C const& codec, std::span<float const> in,
   auto exchange = [&](std::size_t c) {
     auto& cp = ws.chunk[c];
     std::size_t const n = ch.length(c), block = cp.mine.block_size(), blocks = blocks_of(n, block);
-    wire::expectation const expect{.codec = wire::codec_id::sparse,
-                                   .element = element_type::f32,
-                                   .tensor = ctx.tensor,
-                                   .step = ctx.step,
-                                   .extent = n,
-                                   .sections = 3};
+    sluice::wire::expectation const expect{.codec = sluice::wire::codec_id::sparse,
+                                           .element = element_type::f32,
+                                           .tensor = ctx.tensor,
+                                           .step = ctx.step,
+                                           .extent = n,
+                                           .sections = 3};
     detail::send_set<T> sends(t, w);
     for (std::size_t k = 1; k < w; ++k) {  // right neighbour first
       std::size_t const j = (ur + k) % w;
@@ -184,7 +185,7 @@ void sparse_reduce_scatter_core(T& t, C const& codec, std::span<float const> in,
         [&](std::size_t j) {
           std::size_t const jlo = detail::part_begin(blocks, w, j), jhi = detail::part_begin(blocks, w, j + 1);
           try {
-            detail::read_sparse_frame(wire::parse(detail::frame_of(ws.recv[j]), expect), n, block, jlo, jhi,
+            detail::read_sparse_frame(sluice::wire::parse(detail::frame_of(ws.recv[j]), expect), n, block, jlo, jhi,
                                       ws.ranges[j]);
           } catch (error const& e) {
             detail::rethrow_with(e, what, ctx, r, static_cast<int>(j));

@@ -53,7 +53,7 @@ struct block_top_k {
   template <Element T>
   struct workspace {
     std::vector<float> scores{};
-    compress_detail::select_workspace<float> select{};
+    detail::compress::select_workspace<float> select{};
     std::vector<std::uint32_t> indices{};
     std::vector<float> kept_scores{};
   };
@@ -65,7 +65,7 @@ struct block_top_k {
   /// Blocks kept out of n elements.
   [[nodiscard]] std::size_t keep_blocks(std::size_t n) const noexcept {
     if (block == 0) return 0;
-    std::size_t const k = compress_detail::keep_count(ratio, n);
+    std::size_t const k = detail::compress::keep_count(ratio, n);
     return std::min((k + block - 1) / block, block_count(n));
   }
 
@@ -78,7 +78,7 @@ struct block_top_k {
 
   /// Throws errc::invalid_argument for a ratio outside (0, 1] or a block size outside [1, 65536].
   void validate() const {
-    compress_detail::check_ratio(ratio, "block_top_k");
+    detail::compress::check_ratio(ratio, "block_top_k");
     require(block >= 1 && block <= 65536, errc::invalid_argument,
             "block_top_k: block size {} is outside [1, 65536]; 16 floats fill one 64-byte cache line", block);
     require(score == block_score::l1 || score == block_score::l2, errc::invalid_argument,
@@ -90,15 +90,15 @@ struct block_top_k {
   template <Element T>
   void select(std::span<T const> in, workspace<T>& ws) const {
     validate();
-    compress_detail::check_index_range(in.size(), "block_top_k");
+    detail::compress::check_index_range(in.size(), "block_top_k");
     std::size_t const nb = block_count(in.size()), b = keep_blocks(in.size());
-    compress_detail::grow(ws.scores, nb);
-    compress_detail::grow(ws.indices, b);
-    compress_detail::grow(ws.kept_scores, b);
+    detail::compress::grow(ws.scores, nb);
+    detail::compress::grow(ws.indices, b);
+    detail::compress::grow(ws.kept_scores, b);
     std::span<float> scores(ws.scores.data(), nb);
-    compress_detail::score_blocks(in, block, score, scores);
-    compress_detail::select_top_k<float, std::uint32_t>(scores, b, ws.select, std::span(ws.indices),
-                                                        std::span(ws.kept_scores));
+    detail::compress::score_blocks(in, block, score, scores);
+    detail::compress::select_top_k<float, std::uint32_t>(scores, b, ws.select, std::span(ws.indices),
+                                                         std::span(ws.kept_scores));
   }
 
   /// Writes the frame of a selection made by select().
@@ -106,7 +106,7 @@ struct block_top_k {
   std::size_t write(std::span<T const> in, encode_context const& ctx, workspace<T> const& ws,
                     std::span<std::byte> out) const {
     std::size_t const n = in.size(), nb = block_count(n), b = keep_blocks(n);
-    wire::writer w(out, compress_detail::make_header<T>(wire::codec_id::block_top_k, ctx, n));
+    wire::writer w(out, detail::compress::make_header<T>(wire::codec_id::block_top_k, ctx, n));
     std::uint32_t const params[2] = {static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(score)};
     w.write(std::as_bytes(std::span(params)));
     std::byte* const v = w.next().data();
@@ -137,7 +137,7 @@ struct block_top_k {
   std::size_t encode(std::type_identity_t<std::span<T const>> in, encode_context const& ctx, workspace<T>& ws,
                      std::span<std::byte> out) const {
     validate();
-    compress_detail::check_out(out.size(), max_encoded_bytes<T>(in.size()), "block_top_k");
+    detail::compress::check_out(out.size(), max_encoded_bytes<T>(in.size()), "block_top_k");
     select(in, ws);
     return write(in, ctx, ws, out);
   }
@@ -151,7 +151,7 @@ struct block_top_k {
                                                                                            encode_context const& ctx,
                                                                                            workspace<T>& ws,
                                                                                            std::span<std::byte> out)
-  const { return compress_detail::residual_fused_block<S>(*this, residual, grad, ctx, ws, out); }
+  const { return detail::compress::residual_fused_block<S>(*this, residual, grad, ctx, ws, out); }
 
   /// Decodes into `dense`: overwrites every element (overwrite) or adds into it (accumulate).
   template <Element T, DecodeMode M>
@@ -184,7 +184,7 @@ struct block_top_k {
   template <Element T>
   void decode_sparse(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
                      sparse_buffer<T>& out) const {
-    auto const f = read(msg, ctx, compress_detail::any_extent, ws.indices, sizeof(T), element_type_of<T>);
+    auto const f = read(msg, ctx, detail::compress::any_extent, ws.indices, sizeof(T), element_type_of<T>);
     out.reset(f.extent, block);
     out.resize_for_overwrite(f.count);
     std::copy_n(ws.indices.begin(), f.count, out.indices().begin());
@@ -200,12 +200,12 @@ struct block_top_k {
   view read(std::span<std::byte const> msg, encode_context const& ctx, std::size_t extent,
             std::vector<std::uint32_t>& idx, std::size_t vbytes, element_type et) const {
     validate();
-    wire::frame const f = compress_detail::parse_frame<float>(msg, wire::codec_id::block_top_k, extent, 3, ctx, et);
-    std::size_t const n = compress_detail::checked_extent(f, "block_top_k");
+    wire::frame const f = detail::compress::parse_frame<float>(msg, wire::codec_id::block_top_k, extent, 3, ctx, et);
+    std::size_t const n = detail::compress::checked_extent(f, "block_top_k");
     auto const p = f.sections[0];
     require(p.size() == 8, errc::malformed_message, "block_top_k: parameter section has {} bytes, expected 8",
             p.size());
-    std::uint32_t const fb = compress_detail::param_u32(p, 0), fs = compress_detail::param_u32(p, 1);
+    std::uint32_t const fb = detail::compress::param_u32(p, 0), fs = detail::compress::param_u32(p, 1);
     require(fb == block && fs == static_cast<std::uint32_t>(score), errc::malformed_message,
             "block_top_k: frame has block {} and score {}, this decoder block {} and score {}", fb, fs, block,
             static_cast<int>(score));
@@ -215,7 +215,7 @@ struct block_top_k {
             "block_top_k: values section of {} bytes is not a whole number of {}-byte blocks", vals.size(), row);
     std::size_t const count = vals.size() / row, nb = block_count(n);
     require(count <= nb, errc::malformed_message, "block_top_k: {} blocks for a tensor of {} blocks", count, nb);
-    compress_detail::grow(idx, count);
+    detail::compress::grow(idx, count);
     wire::decode_sorted_indices<std::uint32_t>(f.sections[2], nb, std::span<std::uint32_t>(idx.data(), count));
     return {count, n, vals};
   }
@@ -227,7 +227,7 @@ static_assert(SparseCodec<block_top_k, float> && SparseCodec<block_top_k, half> 
 }  // namespace sluice
 
 template <>
-struct fmt::formatter<sluice::block_top_k> : sluice::compress_detail::policy_formatter {
+struct fmt::formatter<sluice::block_top_k> : sluice::detail::compress::policy_formatter {
   template <class FormatContext>
   auto format(sluice::block_top_k const& c, FormatContext& ctx) const {
     return fmt::format_to(ctx.out(), "block_top_k{{.ratio = {}, .block = {}, .score = {}}}", c.ratio, c.block,

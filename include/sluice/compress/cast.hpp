@@ -59,8 +59,8 @@ struct cast {
                      std::span<std::byte> out) const {
     validate();
     std::size_t const n = in.size();
-    compress_detail::check_out(out.size(), max_encoded_bytes<T>(n), "cast");
-    wire::writer w(out, compress_detail::make_header<T>(wire::codec_id::cast, ctx, n, 0, to));
+    detail::compress::check_out(out.size(), max_encoded_bytes<T>(n), "cast");
+    wire::writer w(out, detail::compress::make_header<T>(wire::codec_id::cast, ctx, n, 0, to));
     std::byte* const o = w.next().data();
     random_stream const stream(ctx.key());
     auto run = [&]<class U>(U*) {
@@ -89,7 +89,7 @@ struct cast {
     constexpr bool add = M::accumulates;
     validate();
     std::size_t const n = dense.size();
-    wire::frame const f = compress_detail::parse_frame<T>(msg, wire::codec_id::cast, n, 1, ctx, to);
+    wire::frame const f = detail::compress::parse_frame<T>(msg, wire::codec_id::cast, n, 1, ctx, to);
     require(f.sections[0].size() == n * size_of(to), errc::malformed_message,
             "cast: values section has {} bytes, expected {}", f.sections[0].size(), n * size_of(to));
     std::byte const* const s = f.sections[0].data();
@@ -115,7 +115,7 @@ static_assert(Codec<cast, float> && Codec<cast, half> && Codec<cast, bfloat16>);
 }  // namespace sluice
 
 template <>
-struct fmt::formatter<sluice::cast> : sluice::compress_detail::policy_formatter {
+struct fmt::formatter<sluice::cast> : sluice::detail::compress::policy_formatter {
   template <class FormatContext>
   auto format(sluice::cast const& c, FormatContext& ctx) const {
     return fmt::format_to(ctx.out(), "cast{{.to = {}, .round = {}}}", sluice::to_string(c.to),

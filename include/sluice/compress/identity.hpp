@@ -40,8 +40,8 @@ struct identity {
   template <Element T>
   std::size_t encode(std::type_identity_t<std::span<T const>> in, encode_context const& ctx, workspace<T>&,
                      std::span<std::byte> out) const {
-    compress_detail::check_out(out.size(), max_encoded_bytes<T>(in.size()), "identity");
-    wire::writer w(out, compress_detail::make_header<T>(wire::codec_id::identity, ctx, in.size()));
+    detail::compress::check_out(out.size(), max_encoded_bytes<T>(in.size()), "identity");
+    wire::writer w(out, detail::compress::make_header<T>(wire::codec_id::identity, ctx, in.size()));
     w.write(std::as_bytes(in));
     return w.finish();
   }
@@ -65,7 +65,7 @@ struct identity {
  private:
   template <Element T>
   static std::span<std::byte const> values(std::span<std::byte const> msg, std::size_t n, encode_context const& ctx) {
-    wire::frame const f = compress_detail::parse_frame<T>(msg, wire::codec_id::identity, n, 1, ctx);
+    wire::frame const f = detail::compress::parse_frame<T>(msg, wire::codec_id::identity, n, 1, ctx);
     require(f.sections[0].size() == n * sizeof(T), errc::malformed_message,
             "identity: values section has {} bytes, expected {}", f.sections[0].size(), n * sizeof(T));
     return f.sections[0];
@@ -77,7 +77,7 @@ static_assert(Codec<identity, float> && Codec<identity, half> && Codec<identity,
 }  // namespace sluice
 
 template <>
-struct fmt::formatter<sluice::identity> : sluice::compress_detail::policy_formatter {
+struct fmt::formatter<sluice::identity> : sluice::detail::compress::policy_formatter {
   template <class FormatContext>
   auto format(sluice::identity const&, FormatContext& ctx) const {
     return fmt::format_to(ctx.out(), "identity{{}}");

@@ -62,7 +62,7 @@ struct maxmin_quantize {
   /// Exact frame size for n elements (the same for every T).
   template <Element T = float>
   [[nodiscard]] std::size_t max_encoded_bytes(std::size_t n) const noexcept {
-    return wire::frame_bytes({16, 8 * bucket_count(n), compress_detail::packed_bytes(n, bits)});
+    return wire::frame_bytes({16, 8 * bucket_count(n), detail::compress::packed_bytes(n, bits)});
   }
 
   /// Throws errc::invalid_argument for bits outside [1, 8], bucket outside [64, 4096] or an unknown
@@ -78,11 +78,11 @@ struct maxmin_quantize {
   /// Quantizes bucket b of `in` (elements [b*bucket, ...)): returns its grid and writes its codes;
   /// the per-bucket step of encode(), exposed for fused error-feedback passes.
   template <Element T>
-  compress_detail::maxmin_range quantize_bucket(std::span<T const> in, std::size_t b, random_stream const& stream,
-                                                std::uint8_t* codes) const noexcept {
+  detail::compress::maxmin_range quantize_bucket(std::span<T const> in, std::size_t b, random_stream const& stream,
+                                                 std::uint8_t* codes) const noexcept {
     std::size_t const first = b * bucket, len = std::min(bucket, in.size() - first);
-    auto const r = compress_detail::maxmin_bucket_range(in.data() + first, len, bits);
-    compress_detail::maxmin_quantize_bucket(in.data() + first, len, r, bits, round, stream, first, codes);
+    auto const r = detail::compress::maxmin_bucket_range(in.data() + first, len, bits);
+    detail::compress::maxmin_quantize_bucket(in.data() + first, len, r, bits, round, stream, first, codes);
     return r;
   }
 
@@ -92,8 +92,8 @@ struct maxmin_quantize {
                      std::span<std::byte> out) const {
     validate();
     std::size_t const n = in.size(), nb = bucket_count(n);
-    compress_detail::check_out(out.size(), max_encoded_bytes<T>(n), "maxmin_quantize");
-    wire::writer w(out, compress_detail::make_header<T>(wire::codec_id::maxmin_quantize, ctx, n));
+    detail::compress::check_out(out.size(), max_encoded_bytes<T>(n), "maxmin_quantize");
+    wire::writer w(out, detail::compress::make_header<T>(wire::codec_id::maxmin_quantize, ctx, n));
     std::uint32_t const params[4] = {bits, static_cast<std::uint32_t>(bucket), static_cast<std::uint32_t>(round), 0};
     w.write(std::as_bytes(std::span(params)));
     std::byte* const ranges = w.next().data();
@@ -110,27 +110,27 @@ struct maxmin_quantize {
         // and packed, so memory keeps streaming: spread over the packing loop where the 4-bit
         // body runs, else all at once here.
         bool const pack4 = std::is_same_v<T, float> && bits == 4 && round == rounding::nearest && first % 2 == 0;
-        if (!pack4) compress_detail::prefetch_range(x + len, next);
-        auto const r = compress_detail::maxmin_bucket_range(x, len, bits);
+        if (!pack4) detail::compress::prefetch_range(x + len, next);
+        auto const r = detail::compress::maxmin_bucket_range(x, len, bits);
         std::memcpy(ranges + 8 * b, &r.min, 4);
         std::memcpy(ranges + 8 * b + 4, &r.unit, 4);
         std::size_t done = 0;  // elements quantized and packed in one go
         if constexpr (std::is_same_v<T, float>)
           if (pack4) {
-            done = compress_detail::maxmin_pack4_nearest(x, len, r, packed + first / 2, x + len, next);
-            if (done == 0) compress_detail::prefetch_range(x + len, next);
+            done = detail::compress::maxmin_pack4_nearest(x, len, r, packed + first / 2, x + len, next);
+            if (done == 0) detail::compress::prefetch_range(x + len, next);
           }
         if (done < len) {
-          compress_detail::maxmin_quantize_bucket(x + done, len - done, r, bits, round, stream, first + done,
-                                                  codes.data());
-          compress_detail::pack_codes_at(codes.data(), len - done, bits, packed, (first + done) * bits);
+          detail::compress::maxmin_quantize_bucket(x + done, len - done, r, bits, round, stream, first + done,
+                                                   codes.data());
+          detail::compress::pack_codes_at(codes.data(), len - done, bits, packed, (first + done) * bits);
         }
         finished(b);
       }
     };
-    compress_detail::maxmin_bucket_groups(n, bucket, bits, packed, digests, groups);
+    detail::compress::maxmin_bucket_groups(n, bucket, bits, packed, digests, groups);
     w.commit(8 * nb);
-    w.commit(compress_detail::packed_bytes(n, bits));
+    w.commit(detail::compress::packed_bytes(n, bits));
     return w.finish(&digests);
   }
 
@@ -139,7 +139,7 @@ struct maxmin_quantize {
   template <class S, Element T, class Slice>
   std::size_t encode_compensated(std::span<T const> grad, Slice const& residual, encode_context const& ctx,
                                  workspace<T>& ws, std::span<std::byte> out) const {
-    return compress_detail::residual_fused_quantize<S>(*this, residual, grad, ctx, ws, out);
+    return detail::compress::residual_fused_quantize<S>(*this, residual, grad, ctx, ws, out);
   }
 
   /// Decodes into `dense`: overwrites every element (overwrite) or adds into it (accumulate).
@@ -149,48 +149,48 @@ struct maxmin_quantize {
     constexpr bool add = M::accumulates;
     validate();
     std::size_t const n = dense.size(), nb = bucket_count(n);
-    wire::frame const f = compress_detail::parse_frame<T>(msg, wire::codec_id::maxmin_quantize, n, 3, ctx);
+    wire::frame const f = detail::compress::parse_frame<T>(msg, wire::codec_id::maxmin_quantize, n, 3, ctx);
     auto const p = f.sections[0];
     require(p.size() == 16, errc::malformed_message, "maxmin_quantize: parameter section has {} bytes, expected 16",
             p.size());
-    require(compress_detail::param_u32(p, 0) == bits && compress_detail::param_u32(p, 1) == bucket,
+    require(detail::compress::param_u32(p, 0) == bits && detail::compress::param_u32(p, 1) == bucket,
             errc::malformed_message, "maxmin_quantize: frame has {} bits and bucket {}, this decoder {} and {}",
-            compress_detail::param_u32(p, 0), compress_detail::param_u32(p, 1), bits, bucket);
+            detail::compress::param_u32(p, 0), detail::compress::param_u32(p, 1), bits, bucket);
     require(
-        compress_detail::param_u32(p, 2) <= 1 && compress_detail::param_u32(p, 3) == 0, errc::malformed_message,
+        detail::compress::param_u32(p, 2) <= 1 && detail::compress::param_u32(p, 3) == 0, errc::malformed_message,
         "maxmin_quantize: rounding parameter {} (0 or 1) or reserved parameter {} (0) is not what an encoder writes",
-        compress_detail::param_u32(p, 2), compress_detail::param_u32(p, 3));
+        detail::compress::param_u32(p, 2), detail::compress::param_u32(p, 3));
     require(f.sections[1].size() == 8 * nb, errc::malformed_message,
             "maxmin_quantize: range section has {} bytes, expected {}", f.sections[1].size(), 8 * nb);
-    require(f.sections[2].size() == compress_detail::packed_bytes(n, bits), errc::malformed_message,
+    require(f.sections[2].size() == detail::compress::packed_bytes(n, bits), errc::malformed_message,
             "maxmin_quantize: level section has {} bytes, expected {}", f.sections[2].size(),
-            compress_detail::packed_bytes(n, bits));
-    compress_detail::check_padding_bits(f.sections[2], n, bits, "maxmin_quantize");
+            detail::compress::packed_bytes(n, bits));
+    detail::compress::check_padding_bits(f.sections[2], n, bits, "maxmin_quantize");
     std::byte const* const ranges = f.sections[1].data();
     std::byte const* const packed = f.sections[2].data();
     float const top = static_cast<float>((1u << bits) - 1u);
     for (std::size_t b = 0; b < nb; ++b) {
-      compress_detail::maxmin_range r;
+      detail::compress::maxmin_range r;
       std::memcpy(&r.min, ranges + 8 * b, 4);
       std::memcpy(&r.unit, ranges + 8 * b + 4, 4);
-      compress_detail::check_scale(r.unit, b, "maxmin_quantize", "unit");
+      detail::compress::check_scale(r.unit, b, "maxmin_quantize", "unit");
       require(!std::isinf(r.min) && std::isfinite(r.unit * top), errc::malformed_message,
               "maxmin_quantize: grid of bucket {} (min {}, unit {}) is not finite", b, r.min, r.unit);
     }
     parallel_chunks(nb, 32, [&](std::size_t bb, std::size_t be, int) {
       std::array<std::uint8_t, 4096> codes;
       for (std::size_t b = bb; b < be; ++b) {
-        compress_detail::maxmin_range r;
+        detail::compress::maxmin_range r;
         std::memcpy(&r.min, ranges + 8 * b, 4);
         std::memcpy(&r.unit, ranges + 8 * b + 4, 4);
         std::size_t const first = b * bucket, len = std::min(bucket, n - first);
-        compress_detail::unpack_codes_at(packed, len, bits, first * bits, codes.data());
+        detail::compress::unpack_codes_at(packed, len, bits, first * bits, codes.data());
         T* SLUICE_RESTRICT d = dense.data() + first;
         if (add)
           for (std::size_t j = 0; j < len; ++j)
-            d[j] = from_float<T>(to_float(d[j]) + compress_detail::maxmin_value(r, codes[j]));
+            d[j] = from_float<T>(to_float(d[j]) + detail::compress::maxmin_value(r, codes[j]));
         else
-          for (std::size_t j = 0; j < len; ++j) d[j] = from_float<T>(compress_detail::maxmin_value(r, codes[j]));
+          for (std::size_t j = 0; j < len; ++j) d[j] = from_float<T>(detail::compress::maxmin_value(r, codes[j]));
       }
     });
   }
@@ -201,7 +201,7 @@ static_assert(Codec<maxmin_quantize, float> && Codec<maxmin_quantize, half> && C
 }  // namespace sluice
 
 template <>
-struct fmt::formatter<sluice::maxmin_quantize> : sluice::compress_detail::policy_formatter {
+struct fmt::formatter<sluice::maxmin_quantize> : sluice::detail::compress::policy_formatter {
   template <class FormatContext>
   auto format(sluice::maxmin_quantize const& c, FormatContext& ctx) const {
     return fmt::format_to(ctx.out(), "maxmin_quantize{{.bits = {}, .bucket = {}, .round = {}}}", c.bits, c.bucket,

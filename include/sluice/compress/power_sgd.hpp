@@ -141,9 +141,9 @@ struct power_sgd {
                      std::span<std::byte> out) const {
     validate();
     std::size_t const n = in.size();
-    compress_detail::check_out(out.size(), max_encoded_bytes<T>(n), "power_sgd");
+    detail::compress::check_out(out.size(), max_encoded_bytes<T>(n), "power_sgd");
     if (!uses_low_rank<T>(n, ctx.shape)) {
-      wire::writer w(out, compress_detail::make_header<T>(wire::codec_id::power_sgd, ctx, n, 1));
+      wire::writer w(out, detail::compress::make_header<T>(wire::codec_id::power_sgd, ctx, n, 1));
       w.write(std::as_bytes(in));
       return w.finish();
     }
@@ -188,7 +188,7 @@ struct power_sgd {
     detail::compress::project_cols(src, rows, cols, ws.pt.data(), r, ws.qt.data());  // Q = M^T P
     detail::compress::transpose(ws.qt.data(), r, cols, ws.q.data());
     detail::compress::transpose(ws.pt.data(), r, rows, ws.p.data());
-    wire::writer w(out, compress_detail::make_header<T>(wire::codec_id::power_sgd, ctx, n, 0));
+    wire::writer w(out, detail::compress::make_header<T>(wire::codec_id::power_sgd, ctx, n, 0));
     std::uint64_t const params[3] = {rows, cols, rank};
     w.write(std::as_bytes(std::span(params)));
     auto factor = [&w](std::vector<float> const& f, int up) {
@@ -217,8 +217,8 @@ struct power_sgd {
     constexpr bool add = M::accumulates;
     validate();
     std::size_t const n = dense.size();
-    wire::frame const f = compress_detail::parse_frame<T>(msg, wire::codec_id::power_sgd, n,
-                                                          compress_detail::any_sections, ctx, element_type_of<T>, 1);
+    wire::frame const f = detail::compress::parse_frame<T>(msg, wire::codec_id::power_sgd, n,
+                                                           detail::compress::any_sections, ctx, element_type_of<T>, 1);
     if (f.head.flags == 1) {
       require(f.section_count == 1 && f.sections[0].size() == n * sizeof(T), errc::malformed_message,
               "power_sgd: dense frame does not hold {} values", n);
@@ -251,7 +251,7 @@ struct power_sgd {
     if constexpr (std::is_same_v<T, float>) {
       detail::compress::expand(ws.p.data(), ws.qt.data(), rows, cols, rr, dense.data(), add);
     } else {
-      compress_detail::grow(ws.dense, n);
+      detail::compress::grow(ws.dense, n);
       detail::compress::expand(ws.p.data(), ws.qt.data(), rows, cols, rr, ws.dense.data(), false);
       for (std::size_t i = 0; i < n; ++i)
         dense[i] = add ? from_float<T>(to_float(dense[i]) + ws.dense[i]) : from_float<T>(ws.dense[i]);
@@ -264,7 +264,7 @@ static_assert(Codec<power_sgd, float> && Codec<power_sgd, half> && Codec<power_s
 }  // namespace sluice
 
 template <>
-struct fmt::formatter<sluice::power_sgd> : sluice::compress_detail::policy_formatter {
+struct fmt::formatter<sluice::power_sgd> : sluice::detail::compress::policy_formatter {
   template <class FormatContext>
   auto format(sluice::power_sgd const& c, FormatContext& ctx) const {
     return fmt::format_to(ctx.out(), "power_sgd{{.rank = {}}}", c.rank);

@@ -63,14 +63,14 @@ struct qsgd {
   /// Exact frame size for n elements (the same for every T).
   template <Element T = float>
   [[nodiscard]] std::size_t max_encoded_bytes(std::size_t n) const noexcept {
-    return wire::frame_bytes({8, 4 * bucket_count(n), compress_detail::packed_bytes(n, code_bits())});
+    return wire::frame_bytes({8, 4 * bucket_count(n), detail::compress::packed_bytes(n, code_bits())});
   }
 
   /// Throws errc::invalid_argument for levels outside [1, 127] or a bucket outside [1, 4096].
   void validate() const {
     require(levels >= 1 && levels <= 127, errc::invalid_argument, "qsgd: levels {} is outside [1, 127]", levels);
-    require(bucket >= 1 && bucket <= compress_detail::max_bucket, errc::invalid_argument,
-            "qsgd: bucket {} is outside [1, {}]", bucket, compress_detail::max_bucket);
+    require(bucket >= 1 && bucket <= detail::compress::max_bucket, errc::invalid_argument,
+            "qsgd: bucket {} is outside [1, {}]", bucket, detail::compress::max_bucket);
   }
 
   /// One bucket starting at stream word `first`: writes its codes and returns its norm.
@@ -107,19 +107,19 @@ struct qsgd {
                      std::span<std::byte> out) const {
     validate();
     std::size_t const n = in.size(), nb = bucket_count(n);
-    compress_detail::check_out(out.size(), max_encoded_bytes<T>(n), "qsgd");
-    wire::writer w(out, compress_detail::make_header<T>(wire::codec_id::qsgd, ctx, n));
+    detail::compress::check_out(out.size(), max_encoded_bytes<T>(n), "qsgd");
+    wire::writer w(out, detail::compress::make_header<T>(wire::codec_id::qsgd, ctx, n));
     std::uint32_t const params[2] = {levels, static_cast<std::uint32_t>(bucket)};
     w.write(std::as_bytes(std::span(params)));
     std::byte* const scales = w.next().data();
     std::byte* const packed = scales + wire::padded(4 * nb);
     random_stream const stream(ctx.key());
-    compress_detail::encode_buckets<1>(
+    detail::compress::encode_buckets<1>(
         n, bucket, code_bits(), scales, packed, [&](std::size_t first, std::size_t len, std::uint8_t* codes) {
           return std::array<float, 1>{encode_bucket(in.data() + first, len, stream, first, codes)};
         });
     w.commit(4 * nb);
-    w.commit(compress_detail::packed_bytes(n, code_bits()));
+    w.commit(detail::compress::packed_bytes(n, code_bits()));
     return w.finish();
   }
 
@@ -131,24 +131,24 @@ struct qsgd {
     validate();
     std::size_t const n = dense.size(), nb = bucket_count(n);
     unsigned const bits = code_bits();
-    wire::frame const f = compress_detail::parse_frame<T>(msg, wire::codec_id::qsgd, n, 3, ctx);
-    require(f.sections[0].size() == 8 && compress_detail::param_u32(f.sections[0], 0) == levels &&
-                compress_detail::param_u32(f.sections[0], 1) == bucket,
+    wire::frame const f = detail::compress::parse_frame<T>(msg, wire::codec_id::qsgd, n, 3, ctx);
+    require(f.sections[0].size() == 8 && detail::compress::param_u32(f.sections[0], 0) == levels &&
+                detail::compress::param_u32(f.sections[0], 1) == bucket,
             errc::malformed_message, "qsgd: parameter section does not match levels {} and bucket {}", levels, bucket);
-    require(f.sections[1].size() == 4 * nb && f.sections[2].size() == compress_detail::packed_bytes(n, bits),
+    require(f.sections[1].size() == 4 * nb && f.sections[2].size() == detail::compress::packed_bytes(n, bits),
             errc::malformed_message, "qsgd: sections of {} and {} bytes, expected {} and {}", f.sections[1].size(),
-            f.sections[2].size(), 4 * nb, compress_detail::packed_bytes(n, bits));
-    compress_detail::check_padding_bits(f.sections[2], n, bits, "qsgd");
+            f.sections[2].size(), 4 * nb, detail::compress::packed_bytes(n, bits));
+    detail::compress::check_padding_bits(f.sections[2], n, bits, "qsgd");
     for (std::size_t b = 0; b < nb; ++b) {
       float s;
       std::memcpy(&s, f.sections[1].data() + 4 * b, 4);
-      compress_detail::check_scale(s, b, "qsgd", "norm");
+      detail::compress::check_scale(s, b, "qsgd", "norm");
     }
     // With s = 2^k - 1 every code of the width is a valid level; otherwise codes above s (which
     // would decode beyond the error bound) are looked for before anything is written.
     if ((levels & (levels + 1)) != 0) check_levels(n, bits, f.sections[2].data());
     float const inv_s = 1.0f / static_cast<float>(levels);
-    compress_detail::decode_buckets<1>(
+    detail::compress::decode_buckets<1>(
         n, bucket, bits, f.sections[1].data(), f.sections[2].data(),
         [&](std::size_t first, std::size_t len, std::array<float, 1> s, std::uint8_t const* codes) {
           for (std::size_t j = 0; j < len; ++j) {
@@ -163,10 +163,10 @@ struct qsgd {
  private:
   /// errc::malformed_message naming the element when a level code exceeds s.
   void check_levels(std::size_t n, unsigned bits, std::byte const* packed) const {
-    std::array<std::uint8_t, compress_detail::max_bucket> codes;
+    std::array<std::uint8_t, detail::compress::max_bucket> codes;
     for (std::size_t first = 0; first < n; first += bucket) {
       std::size_t const len = std::min(bucket, n - first);
-      compress_detail::unpack_codes_at(packed, len, bits, first * bits, codes.data());
+      detail::compress::unpack_codes_at(packed, len, bits, first * bits, codes.data());
       for (std::size_t j = 0; j < len; ++j)
         require((codes[j] >> 1) <= levels, errc::malformed_message,
                 "qsgd: level code {} of element {} exceeds the {} levels", codes[j] >> 1, first + j, levels);
@@ -179,7 +179,7 @@ static_assert(Codec<qsgd, float> && Codec<qsgd, half> && Codec<qsgd, bfloat16>);
 }  // namespace sluice
 
 template <>
-struct fmt::formatter<sluice::qsgd> : sluice::compress_detail::policy_formatter {
+struct fmt::formatter<sluice::qsgd> : sluice::detail::compress::policy_formatter {
   template <class FormatContext>
   auto format(sluice::qsgd const& c, FormatContext& ctx) const {
     return fmt::format_to(ctx.out(), "qsgd{{.levels = {}, .bucket = {}}}", c.levels, c.bucket);

@@ -22,7 +22,7 @@
 #include <sluice/core/serial.hpp>
 #include <sluice/core/sparse.hpp>
 
-namespace sluice::compress_detail {
+namespace sluice::detail::compress {
 
 /// Draws k distinct indices in [0, n), uniformly over all k-subsets, from `stream` (Floyd's
 /// algorithm: word j decides the j-th draw) and writes them in increasing order to idx[0, k).
@@ -76,7 +76,7 @@ inline void draw_indices(random_stream const& stream, std::size_t n, std::size_t
   std::sort(idx, idx + o);
 }
 
-}  // namespace sluice::compress_detail
+}  // namespace sluice::detail::compress
 
 namespace sluice {
 
@@ -106,7 +106,7 @@ struct random_k {
     std::vector<std::uint64_t> bitmap{};
   };
 
-  [[nodiscard]] std::size_t keep(std::size_t n) const noexcept { return compress_detail::keep_count(ratio, n); }
+  [[nodiscard]] std::size_t keep(std::size_t n) const noexcept { return detail::compress::keep_count(ratio, n); }
 
   /// Exact frame size for n elements of T (the default, float, bounds every T).
   template <Element T = float>
@@ -115,16 +115,16 @@ struct random_k {
   }
 
   /// Throws errc::invalid_argument for a ratio outside (0, 1].
-  void validate() const { compress_detail::check_ratio(ratio, "random_k"); }
+  void validate() const { detail::compress::check_ratio(ratio, "random_k"); }
 
   /// The indices every rank selects for (seed, step, tensor) and n elements, into ws.indices[0, k).
   template <Element T>
   void draw(std::size_t n, std::uint64_t seed, std::uint64_t step, std::uint64_t tensor, workspace<T>& ws) const {
     std::size_t const k = keep(n);
-    compress_detail::grow(ws.indices, k);
+    detail::compress::grow(ws.indices, k);
     random_stream const stream(stream_key{seed, stream_key::shared_rank, static_cast<std::uint32_t>(step),
                                           static_cast<std::uint32_t>(tensor)});
-    compress_detail::draw_indices(stream, n, k, ws.bitmap, ws.indices.data());
+    detail::compress::draw_indices(stream, n, k, ws.bitmap, ws.indices.data());
   }
 
   /// Encodes `in` into `out` (at least max_encoded_bytes<T>(in.size()) bytes); returns bytes written.
@@ -133,10 +133,10 @@ struct random_k {
                      std::span<std::byte> out) const {
     validate();
     std::size_t const n = in.size(), k = keep(n);
-    compress_detail::check_index_range(n, "random_k");
-    compress_detail::check_out(out.size(), max_encoded_bytes<T>(n), "random_k");
+    detail::compress::check_index_range(n, "random_k");
+    detail::compress::check_out(out.size(), max_encoded_bytes<T>(n), "random_k");
     draw(n, ctx.seed, ctx.step, ctx.tensor, ws);
-    wire::writer w(out, compress_detail::make_header<T>(wire::codec_id::random_k, ctx, n));
+    wire::writer w(out, detail::compress::make_header<T>(wire::codec_id::random_k, ctx, n));
     std::byte* const o = w.next().data();
     float const scale = rescale && k > 0 ? static_cast<float>(static_cast<double>(n) / static_cast<double>(k)) : 1.0f;
     for (std::size_t j = 0; j < k; ++j) {
@@ -152,24 +152,24 @@ struct random_k {
   void decode_into(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
                    std::type_identity_t<std::span<T>> dense, M mode) const {
     auto const f = read<T>(msg, dense.size(), ctx, ws);
-    compress_detail::apply_sparse<T>(f, ws.indices, dense, mode);
+    detail::compress::apply_sparse<T>(f, ws.indices, dense, mode);
   }
 
   /// Decodes to indices + values (block size 1); the extent is the frame's.
   template <Element T>
   void decode_sparse(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
                      sparse_buffer<T>& out) const {
-    auto const f = read<T>(msg, compress_detail::any_extent, ctx, ws);
-    compress_detail::to_sparse_buffer<T>(f, ws.indices, f.extent, out);
+    auto const f = read<T>(msg, detail::compress::any_extent, ctx, ws);
+    detail::compress::to_sparse_buffer<T>(f, ws.indices, f.extent, out);
   }
 
  private:
   template <Element T>
-  compress_detail::sparse_frame_view read(std::span<std::byte const> msg, std::size_t extent, encode_context const& ctx,
-                                          workspace<T>& ws) const {
+  detail::compress::sparse_frame_view read(std::span<std::byte const> msg, std::size_t extent,
+                                           encode_context const& ctx, workspace<T>& ws) const {
     validate();
-    wire::frame const f = compress_detail::parse_frame<T>(msg, wire::codec_id::random_k, extent, 1, ctx);
-    std::size_t const n = compress_detail::checked_extent(f, "random_k"), k = keep(n);
+    wire::frame const f = detail::compress::parse_frame<T>(msg, wire::codec_id::random_k, extent, 1, ctx);
+    std::size_t const n = detail::compress::checked_extent(f, "random_k"), k = keep(n);
     require(f.sections[0].size() == k * sizeof(T), errc::malformed_message,
             "random_k: values section has {} bytes, expected {} for {} of {} elements", f.sections[0].size(),
             k * sizeof(T), k, n);
@@ -184,7 +184,7 @@ static_assert(SparseCodec<random_k, float> && SparseCodec<random_k, half> && Spa
 }  // namespace sluice
 
 template <>
-struct fmt::formatter<sluice::random_k> : sluice::compress_detail::policy_formatter {
+struct fmt::formatter<sluice::random_k> : sluice::detail::compress::policy_formatter {
   template <class FormatContext>
   auto format(sluice::random_k const& c, FormatContext& ctx) const {
     return fmt::format_to(ctx.out(), "random_k{{.ratio = {}, .rescale = {}}}", c.ratio, c.rescale);

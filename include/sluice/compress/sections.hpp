@@ -19,31 +19,31 @@ namespace sluice {
 /// Bytes of `count` levels of `bits` bits packed as a little-endian bit stream (the levels
 /// section of maxmin_quantize).
 constexpr std::size_t packed_level_bytes(std::size_t count, unsigned bits) noexcept {
-  return compress_detail::packed_bytes(count, bits);
+  return detail::compress::packed_bytes(count, bits);
 }
 
 /// Packs `len` levels of `bits` bits at bit `bit_offset` of `out` by OR-ing into bytes that must
 /// start zeroed (the levels of a bucket whose start is not byte-aligned).
 inline void pack_levels_at(std::uint8_t const* levels, std::size_t len, unsigned bits, std::byte* out,
                            std::size_t bit_offset) noexcept {
-  compress_detail::pack_codes_at(levels, len, bits, out, bit_offset);
+  detail::compress::pack_codes_at(levels, len, bits, out, bit_offset);
 }
 
 /// The header a codec writes for a tensor of n elements of T encoded under ctx.
 template <Element T>
 wire::header frame_header(wire::codec_id id, encode_context const& ctx, std::size_t n) noexcept {
-  return compress_detail::make_header<T>(id, ctx, n);
+  return detail::compress::make_header<T>(id, ctx, n);
 }
 
 /// Throws errc::size_mismatch, naming `who`, unless an output of `have` bytes holds the `need`
 /// bytes of a frame; called before anything is written.
 inline void require_frame_bytes(std::size_t have, std::size_t need, std::string_view who) {
-  compress_detail::check_out(have, need, who);
+  detail::compress::check_out(have, need, who);
 }
 
 /// Throws errc::unsupported, naming `who`, for a tensor of n elements whose indices do not fit
 /// the 32-bit indices of sparse frames.
-inline void require_index_range(std::size_t n, std::string_view who) { compress_detail::check_index_range(n, who); }
+inline void require_index_range(std::size_t n, std::string_view who) { detail::compress::check_index_range(n, who); }
 
 /// Writes the sparse frame of codec `id` (top_k's layout: values, then the indices encoded): the
 /// indices strictly increasing and below n, the values in their order. `out` must hold the
@@ -52,7 +52,7 @@ template <Element T>
 std::size_t write_sparse_frame(wire::codec_id id, encode_context const& ctx, std::size_t n,
                                std::span<std::uint32_t const> indices, std::span<T const> values,
                                std::span<std::byte> out) {
-  return compress_detail::write_sparse_frame<T>(id, ctx, n, indices, values, out);
+  return detail::compress::write_sparse_frame<T>(id, ctx, n, indices, values, out);
 }
 
 }  // namespace sluice

@@ -48,13 +48,13 @@ struct sign {
   /// Exact frame size for n elements (the same for every T).
   template <Element T = float>
   [[nodiscard]] std::size_t max_encoded_bytes(std::size_t n) const noexcept {
-    return wire::frame_bytes({8, 4 * bucket_count(n), compress_detail::packed_bytes(n, 1)});
+    return wire::frame_bytes({8, 4 * bucket_count(n), detail::compress::packed_bytes(n, 1)});
   }
 
   /// Throws errc::invalid_argument for a bucket outside [1, 4096].
   void validate() const {
-    require(bucket >= 1 && bucket <= compress_detail::max_bucket, errc::invalid_argument,
-            "sign: bucket {} is outside [1, {}]", bucket, compress_detail::max_bucket);
+    require(bucket >= 1 && bucket <= detail::compress::max_bucket, errc::invalid_argument,
+            "sign: bucket {} is outside [1, {}]", bucket, detail::compress::max_bucket);
   }
 
   /// One bucket: writes its sign codes and returns its scale (mean |x|).
@@ -76,18 +76,18 @@ struct sign {
                      std::span<std::byte> out) const {
     validate();
     std::size_t const n = in.size(), nb = bucket_count(n);
-    compress_detail::check_out(out.size(), max_encoded_bytes<T>(n), "sign");
-    wire::writer w(out, compress_detail::make_header<T>(wire::codec_id::sign, ctx, n));
+    detail::compress::check_out(out.size(), max_encoded_bytes<T>(n), "sign");
+    wire::writer w(out, detail::compress::make_header<T>(wire::codec_id::sign, ctx, n));
     std::uint32_t const params[2] = {static_cast<std::uint32_t>(bucket), 0};
     w.write(std::as_bytes(std::span(params)));
     std::byte* const scales = w.next().data();
     std::byte* const packed = scales + wire::padded(4 * nb);
-    compress_detail::encode_buckets<1>(n, bucket, 1, scales, packed,
-                                       [&](std::size_t first, std::size_t len, std::uint8_t* codes) {
-                                         return std::array<float, 1>{encode_bucket(in.data() + first, len, codes)};
-                                       });
+    detail::compress::encode_buckets<1>(n, bucket, 1, scales, packed,
+                                        [&](std::size_t first, std::size_t len, std::uint8_t* codes) {
+                                          return std::array<float, 1>{encode_bucket(in.data() + first, len, codes)};
+                                        });
     w.commit(4 * nb);
-    w.commit(compress_detail::packed_bytes(n, 1));
+    w.commit(detail::compress::packed_bytes(n, 1));
     return w.finish();
   }
 
@@ -98,21 +98,21 @@ struct sign {
     constexpr bool add = M::accumulates;
     validate();
     std::size_t const n = dense.size(), nb = bucket_count(n);
-    wire::frame const f = compress_detail::parse_frame<T>(msg, wire::codec_id::sign, n, 3, ctx);
-    require(f.sections[0].size() == 8 && compress_detail::param_u32(f.sections[0], 0) == bucket,
+    wire::frame const f = detail::compress::parse_frame<T>(msg, wire::codec_id::sign, n, 3, ctx);
+    require(f.sections[0].size() == 8 && detail::compress::param_u32(f.sections[0], 0) == bucket,
             errc::malformed_message, "sign: parameter section does not match bucket {}", bucket);
-    require(compress_detail::param_u32(f.sections[0], 1) == 0, errc::malformed_message,
-            "sign: reserved parameter is {}, not 0", compress_detail::param_u32(f.sections[0], 1));
-    require(f.sections[1].size() == 4 * nb && f.sections[2].size() == compress_detail::packed_bytes(n, 1),
+    require(detail::compress::param_u32(f.sections[0], 1) == 0, errc::malformed_message,
+            "sign: reserved parameter is {}, not 0", detail::compress::param_u32(f.sections[0], 1));
+    require(f.sections[1].size() == 4 * nb && f.sections[2].size() == detail::compress::packed_bytes(n, 1),
             errc::malformed_message, "sign: sections of {} and {} bytes, expected {} and {}", f.sections[1].size(),
-            f.sections[2].size(), 4 * nb, compress_detail::packed_bytes(n, 1));
-    compress_detail::check_padding_bits(f.sections[2], n, 1, "sign");
+            f.sections[2].size(), 4 * nb, detail::compress::packed_bytes(n, 1));
+    detail::compress::check_padding_bits(f.sections[2], n, 1, "sign");
     for (std::size_t b = 0; b < nb; ++b) {
       float s;
       std::memcpy(&s, f.sections[1].data() + 4 * b, 4);
-      compress_detail::check_scale(s, b, "sign", "scale", true);  // Inf: the bucket held an Inf
+      detail::compress::check_scale(s, b, "sign", "scale", true);  // Inf: the bucket held an Inf
     }
-    compress_detail::decode_buckets<1>(
+    detail::compress::decode_buckets<1>(
         n, bucket, 1, f.sections[1].data(), f.sections[2].data(),
         [&](std::size_t first, std::size_t len, std::array<float, 1> s, std::uint8_t const* codes) {
           for (std::size_t j = 0; j < len; ++j) {
@@ -129,7 +129,7 @@ static_assert(Codec<sign, float> && Codec<sign, half> && Codec<sign, bfloat16>);
 }  // namespace sluice
 
 template <>
-struct fmt::formatter<sluice::sign> : sluice::compress_detail::policy_formatter {
+struct fmt::formatter<sluice::sign> : sluice::detail::compress::policy_formatter {
   template <class FormatContext>
   auto format(sluice::sign const& c, FormatContext& ctx) const {
     return fmt::format_to(ctx.out(), "sign{{.bucket = {}}}", c.bucket);

@@ -49,14 +49,14 @@ struct threshold_top_k {
 
   template <Element T>
   struct workspace {
-    compress_detail::select_workspace<T> select{};
+    detail::compress::select_workspace<T> select{};
     std::vector<std::uint32_t> indices{};
     std::vector<T> values{};
     std::size_t count = 0;  ///< elements selected by the last select()
     bool fixed_up = false;  ///< whether the last select() needed an exact fix-up
   };
 
-  [[nodiscard]] std::size_t keep(std::size_t n) const noexcept { return compress_detail::keep_count(ratio, n); }
+  [[nodiscard]] std::size_t keep(std::size_t n) const noexcept { return detail::compress::keep_count(ratio, n); }
   /// Most elements a frame carries for n elements.
   [[nodiscard]] std::size_t max_keep(std::size_t n) const noexcept {
     std::size_t const k = keep(n);
@@ -67,12 +67,12 @@ struct threshold_top_k {
   /// Exact bound on the frame size for n elements of T (the default, float, bounds every T).
   template <Element T = float>
   [[nodiscard]] std::size_t max_encoded_bytes(std::size_t n) const noexcept {
-    return compress_detail::sparse_frame_bytes(max_keep(n), n, sizeof(T));
+    return detail::compress::sparse_frame_bytes(max_keep(n), n, sizeof(T));
   }
 
   /// Throws errc::invalid_argument for ratio or sample outside (0, 1] or tolerance outside [0, 1).
   void validate() const {
-    compress_detail::check_ratio(ratio, "threshold_top_k");
+    detail::compress::check_ratio(ratio, "threshold_top_k");
     require(sample > 0.0 && sample <= 1.0, errc::invalid_argument,
             "threshold_top_k: sample fraction {} is outside (0, 1]", sample);
     require(tolerance >= 0.0 && tolerance < 1.0, errc::invalid_argument,
@@ -82,7 +82,7 @@ struct threshold_top_k {
   /// Selects into ws.indices / ws.values (first ws.count entries, indices increasing).
   template <Element T>
   void select(std::span<T const> in, workspace<T>& ws) const {
-    using namespace compress_detail;
+    using namespace detail::compress;
     validate();
     check_index_range(in.size(), "threshold_top_k");
     std::size_t const n = in.size(), k = keep(n), hi = max_keep(n);
@@ -130,29 +130,29 @@ struct threshold_top_k {
   std::size_t encode(std::type_identity_t<std::span<T const>> in, encode_context const& ctx, workspace<T>& ws,
                      std::span<std::byte> out) const {
     validate();
-    compress_detail::check_out(out.size(), max_encoded_bytes<T>(in.size()), "threshold_top_k");
+    detail::compress::check_out(out.size(), max_encoded_bytes<T>(in.size()), "threshold_top_k");
     select(in, ws);
-    return compress_detail::write_sparse_frame<T>(wire::codec_id::threshold_top_k, ctx, in.size(),
-                                                  std::span<std::uint32_t const>(ws.indices.data(), ws.count),
-                                                  std::span<T const>(ws.values.data(), ws.count), out);
+    return detail::compress::write_sparse_frame<T>(wire::codec_id::threshold_top_k, ctx, in.size(),
+                                                   std::span<std::uint32_t const>(ws.indices.data(), ws.count),
+                                                   std::span<T const>(ws.values.data(), ws.count), out);
   }
 
   /// Decodes into `dense` (zeros where nothing was sent): overwrite, or add into it (accumulate).
   template <Element T, DecodeMode M>
   void decode_into(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
                    std::type_identity_t<std::span<T>> dense, M mode) const {
-    auto const f = compress_detail::read_sparse_frame<T>(msg, wire::codec_id::threshold_top_k, dense.size(), ws.indices,
-                                                         "threshold_top_k", ctx);
-    compress_detail::apply_sparse<T>(f, ws.indices, dense, mode);
+    auto const f = detail::compress::read_sparse_frame<T>(msg, wire::codec_id::threshold_top_k, dense.size(),
+                                                          ws.indices, "threshold_top_k", ctx);
+    detail::compress::apply_sparse<T>(f, ws.indices, dense, mode);
   }
 
   /// Decodes to indices + values (block size 1); the extent is the frame's.
   template <Element T>
   void decode_sparse(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
                      sparse_buffer<T>& out) const {
-    auto const f = compress_detail::read_sparse_frame<T>(
-        msg, wire::codec_id::threshold_top_k, compress_detail::any_extent, ws.indices, "threshold_top_k", ctx);
-    compress_detail::to_sparse_buffer<T>(f, ws.indices, f.extent, out);
+    auto const f = detail::compress::read_sparse_frame<T>(
+        msg, wire::codec_id::threshold_top_k, detail::compress::any_extent, ws.indices, "threshold_top_k", ctx);
+    detail::compress::to_sparse_buffer<T>(f, ws.indices, f.extent, out);
   }
 };
 
@@ -163,7 +163,7 @@ static_assert(SparseCodec<threshold_top_k, float> && SparseCodec<threshold_top_k
 }  // namespace sluice
 
 template <>
-struct fmt::formatter<sluice::threshold_top_k> : sluice::compress_detail::policy_formatter {
+struct fmt::formatter<sluice::threshold_top_k> : sluice::detail::compress::policy_formatter {
   template <class FormatContext>
   auto format(sluice::threshold_top_k const& c, FormatContext& ctx) const {
     return fmt::format_to(ctx.out(), "threshold_top_k{{.ratio = {}, .sample = {}, .tolerance = {}}}", c.ratio, c.sample,

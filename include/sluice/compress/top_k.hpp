@@ -40,44 +40,44 @@ struct top_k {
   /// Per-tensor scratch: selection buffers and the selected indices and values.
   template <Element T>
   struct workspace {
-    compress_detail::select_workspace<T> select{};
+    detail::compress::select_workspace<T> select{};
     std::vector<std::uint32_t> indices{};
     std::vector<T> values{};
   };
 
   /// Elements kept out of n.
-  [[nodiscard]] std::size_t keep(std::size_t n) const noexcept { return compress_detail::keep_count(ratio, n); }
+  [[nodiscard]] std::size_t keep(std::size_t n) const noexcept { return detail::compress::keep_count(ratio, n); }
 
   /// Exact bound on the frame size for n elements of T (the default, float, bounds every T).
   template <Element T = float>
   [[nodiscard]] std::size_t max_encoded_bytes(std::size_t n) const noexcept {
-    return compress_detail::sparse_frame_bytes(keep(n), n, sizeof(T));
+    return detail::compress::sparse_frame_bytes(keep(n), n, sizeof(T));
   }
 
   /// Throws errc::invalid_argument for a ratio outside (0, 1].
-  void validate() const { compress_detail::check_ratio(ratio, "top_k"); }
+  void validate() const { detail::compress::check_ratio(ratio, "top_k"); }
 
   /// Selects the top k of `in` into ws.indices / ws.values (first k entries) and returns the
   /// threshold that describes the selection; the building block of encode() and of fused
   /// error-feedback paths.
   template <Element T>
-  compress_detail::top_k_threshold select(std::span<T const> in, workspace<T>& ws) const {
+  detail::compress::top_k_threshold select(std::span<T const> in, workspace<T>& ws) const {
     validate();
-    compress_detail::check_index_range(in.size(), "top_k");
+    detail::compress::check_index_range(in.size(), "top_k");
     std::size_t const k = keep(in.size());
-    compress_detail::grow(ws.indices, k);
-    compress_detail::grow(ws.values, k);
-    return compress_detail::select_top_k<T, std::uint32_t>(in, k, ws.select, std::span(ws.indices),
-                                                           std::span(ws.values));
+    detail::compress::grow(ws.indices, k);
+    detail::compress::grow(ws.values, k);
+    return detail::compress::select_top_k<T, std::uint32_t>(in, k, ws.select, std::span(ws.indices),
+                                                            std::span(ws.values));
   }
 
   /// Writes the frame of a selection (k = keep(n) entries of ws.indices / ws.values).
   template <Element T>
   std::size_t write(std::size_t n, encode_context const& ctx, workspace<T> const& ws, std::span<std::byte> out) const {
     std::size_t const k = keep(n);
-    return compress_detail::write_sparse_frame<T>(wire::codec_id::top_k, ctx, n,
-                                                  std::span<std::uint32_t const>(ws.indices.data(), k),
-                                                  std::span<T const>(ws.values.data(), k), out);
+    return detail::compress::write_sparse_frame<T>(wire::codec_id::top_k, ctx, n,
+                                                   std::span<std::uint32_t const>(ws.indices.data(), k),
+                                                   std::span<T const>(ws.values.data(), k), out);
   }
 
   /// Encodes `in` into `out` (at least max_encoded_bytes<T>(in.size()) bytes); returns bytes written.
@@ -85,7 +85,7 @@ struct top_k {
   std::size_t encode(std::type_identity_t<std::span<T const>> in, encode_context const& ctx, workspace<T>& ws,
                      std::span<std::byte> out) const {
     validate();
-    compress_detail::check_out(out.size(), max_encoded_bytes<T>(in.size()), "top_k");
+    detail::compress::check_out(out.size(), max_encoded_bytes<T>(in.size()), "top_k");
     (void)select(in, ws);
     return write(in.size(), ctx, ws, out);
   }
@@ -95,8 +95,8 @@ struct top_k {
   void decode_into(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
                    std::type_identity_t<std::span<T>> dense, M mode) const {
     auto const f =
-        compress_detail::read_sparse_frame<T>(msg, wire::codec_id::top_k, dense.size(), ws.indices, "top_k", ctx);
-    compress_detail::apply_sparse<T>(f, ws.indices, dense, mode);
+        detail::compress::read_sparse_frame<T>(msg, wire::codec_id::top_k, dense.size(), ws.indices, "top_k", ctx);
+    detail::compress::apply_sparse<T>(f, ws.indices, dense, mode);
   }
 
   /// Decodes to indices + values (block size 1) for sparse aggregation and sparse optimizer steps.
@@ -104,9 +104,9 @@ struct top_k {
   template <Element T>
   void decode_sparse(std::span<std::byte const> msg, encode_context const& ctx, workspace<T>& ws,
                      sparse_buffer<T>& out) const {
-    auto const f = compress_detail::read_sparse_frame<T>(msg, wire::codec_id::top_k, compress_detail::any_extent,
-                                                         ws.indices, "top_k", ctx);
-    compress_detail::to_sparse_buffer<T>(f, ws.indices, f.extent, out);
+    auto const f = detail::compress::read_sparse_frame<T>(msg, wire::codec_id::top_k, detail::compress::any_extent,
+                                                          ws.indices, "top_k", ctx);
+    detail::compress::to_sparse_buffer<T>(f, ws.indices, f.extent, out);
   }
 };
 
@@ -116,7 +116,7 @@ static_assert(SparseCodec<top_k, float> && SparseCodec<top_k, half> && SparseCod
 }  // namespace sluice
 
 template <>
-struct fmt::formatter<sluice::top_k> : sluice::compress_detail::policy_formatter {
+struct fmt::formatter<sluice::top_k> : sluice::detail::compress::policy_formatter {
   template <class FormatContext>
   auto format(sluice::top_k const& c, FormatContext& ctx) const {
     return fmt::format_to(ctx.out(), "top_k{{.ratio = {}}}", c.ratio);

@@ -1,9 +1,9 @@
 // Run-time choice of instruction set for the hot kernels, and the one idiom they are written in.
 // The library is compiled for the baseline of its target (x86-64: SSE2) unless the user asks for
-// more. A kernel body is written once, over a lane type (simd_detail::vf32<L>, core/detail/lanes.hpp),
+// more. A kernel body is written once, over a lane type (detail::simd::vf32<L>, core/detail/lanes.hpp),
 // in a header without include guard that core/detail/simd_stamp.hpp includes once per level, each
 // time compiled for that level's instruction set (GCC `#pragma GCC target`, clang `#pragma clang
-// attribute`), as the explicit specialization Body<L> of a class template; simd_detail::dispatch
+// attribute`), as the explicit specialization Body<L> of a class template; detail::simd::dispatch
 // picks the level once per public call. (A body template without the target cannot call the
 // targeted lane operations, even inlined into a targeted caller: GCC and clang both refuse.)
 //
@@ -80,36 +80,36 @@ enum class simd : int {
   avx512 = 2,    ///< AVX-512 F, BW, VL and DQ (512-bit vectors, mask registers), with AVX2
 };
 
-namespace simd_detail {
+namespace detail::simd {
 
-inline simd detect() noexcept {
-  simd cap = simd::avx512;
+inline sluice::simd detect() noexcept {
+  sluice::simd cap = sluice::simd::avx512;
   if (char const* e = std::getenv("SLUICE_SIMD"); e != nullptr) {
-    if (std::strcmp(e, "baseline") == 0) return simd::baseline;
-    if (std::strcmp(e, "avx2") == 0) cap = simd::avx2;
+    if (std::strcmp(e, "baseline") == 0) return sluice::simd::baseline;
+    if (std::strcmp(e, "avx2") == 0) cap = sluice::simd::avx2;
   }
 #if SLUICE_HAVE_AVX2_TARGET
   __builtin_cpu_init();
   // __builtin_cpu_supports reports a feature only when the OS saves its registers (XCR0).
-  if (cap >= simd::avx512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+  if (cap >= sluice::simd::avx512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx2"))
-    return simd::avx512;
-  if (__builtin_cpu_supports("avx2")) return simd::avx2;
+    return sluice::simd::avx512;
+  if (__builtin_cpu_supports("avx2")) return sluice::simd::avx2;
 #endif
-  return simd::baseline;
+  return sluice::simd::baseline;
 }
 
-}  // namespace simd_detail
+}  // namespace detail::simd
 
 /// The level this process's kernels use: the best the CPU supports, capped by SLUICE_SIMD
 /// (`baseline` or `avx2`) in the environment. Decided at the first call; thread-safe.
 inline simd simd_level() noexcept {
-  static simd const level = simd_detail::detect();
+  static simd const level = detail::simd::detect();
   return level;
 }
 
 /// True when the AVX2 bodies run (also on AVX-512 CPUs, for kernels without an AVX-512 body).
-/// Kernels choose their level with simd_detail::dispatch; this is for code outside them.
+/// Kernels choose their level with detail::simd::dispatch; this is for code outside them.
 inline bool use_avx2() noexcept {
 #if SLUICE_HAVE_AVX2_TARGET
   return simd_level() >= simd::avx2;
@@ -139,27 +139,27 @@ inline bool use_avx512() noexcept {
 #endif
 }
 
-namespace simd_detail {
+namespace detail::simd {
 
-/// The level L as a type, for the generic lambda simd_detail::dispatch calls.
-template <simd L>
-using level_t = std::integral_constant<simd, L>;
+/// The level L as a type, for the generic lambda detail::simd::dispatch calls.
+template <sluice::simd L>
+using level_t = std::integral_constant<sluice::simd, L>;
 
 /// f(level_t<L>{}) for the level L this process runs, capped at Max (a kernel stamped only up to
 /// Max): the one choice per public call; f calls Body<L>'s entry point.
-template <simd Max = simd::avx512, class F>
+template <sluice::simd Max = sluice::simd::avx512, class F>
 decltype(auto) dispatch(F&& f) {
 #if SLUICE_HAVE_AVX512_TARGET
-  if constexpr (Max >= simd::avx512)
-    if (simd_level() >= simd::avx512) return f(level_t<simd::avx512>{});
+  if constexpr (Max >= sluice::simd::avx512)
+    if (simd_level() >= sluice::simd::avx512) return f(level_t<sluice::simd::avx512>{});
 #endif
 #if SLUICE_HAVE_AVX2_TARGET
-  if constexpr (Max >= simd::avx2)
-    if (simd_level() >= simd::avx2) return f(level_t<simd::avx2>{});
+  if constexpr (Max >= sluice::simd::avx2)
+    if (simd_level() >= sluice::simd::avx2) return f(level_t<sluice::simd::avx2>{});
 #endif
-  return f(level_t<simd::baseline>{});
+  return f(level_t<sluice::simd::baseline>{});
 }
 
-}  // namespace simd_detail
+}  // namespace detail::simd
 
 }  // namespace sluice

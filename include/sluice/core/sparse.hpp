@@ -205,7 +205,7 @@ namespace detail {
 inline constexpr std::size_t densify_stream_bytes = std::size_t{1} << 20;
 
 /// stream_lines at level L (core/detail/stream_body.hpp, stamped below).
-template <simd L>
+template <sluice::simd L>
 struct stream_lanes;
 
 }  // namespace detail
@@ -222,7 +222,7 @@ namespace detail {
 /// `dst`), plain stores elsewhere.
 inline void stream_lines(std::byte* SLUICE_RESTRICT dst, std::byte const* SLUICE_RESTRICT src,
                          std::size_t bytes) noexcept {
-  simd_detail::dispatch([&](auto l) { stream_lanes<decltype(l)::value>::copy(dst, src, bytes); });
+  detail::simd::dispatch([&](auto l) { stream_lanes<decltype(l)::value>::copy(dst, src, bytes); });
 }
 
 /// Orders the streaming stores issued so far before any later store (x86 `sfence`): run on every

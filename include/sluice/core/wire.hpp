@@ -16,7 +16,7 @@
 //    32   8  extent (dense elements)
 //    40  32  section lengths, 4 x u64 (unused ones zero)
 //    72   8  checksum of bytes [0, 72) and the whole payload (large payloads: of per-block
-//            digests computed in parallel, see detail::frame_checksum)
+//            digests computed in parallel, see detail::wire::frame_checksum)
 //    80      sections, each followed by zero padding to a multiple of 8
 #pragma once
 
@@ -83,7 +83,9 @@ constexpr std::size_t frame_bytes(std::initializer_list<std::size_t> section_len
   return frame_bytes(std::span<std::size_t const>(section_lengths.begin(), section_lengths.size()));
 }
 
-namespace detail {
+}  // namespace sluice::wire
+
+namespace sluice::detail::wire {
 
 template <class U>
 inline U load(std::byte const* p) noexcept {
@@ -186,7 +188,7 @@ inline std::uint64_t frame_checksum(std::span<std::byte const> frame,
                                     block_digest_table const* pre = nullptr) noexcept {
   checksum_state s;
   s.update(frame.first(72));
-  auto const payload = frame.subspan(header_bytes);
+  auto const payload = frame.subspan(sluice::wire::header_bytes);
   block_digest_table t(payload.size());
   if (t.blocks == 0) {
     s.update(payload);
@@ -213,7 +215,9 @@ inline std::uint64_t frame_checksum(std::span<std::byte const> frame,
   return s.finish();
 }
 
-}  // namespace detail
+}  // namespace sluice::detail::wire
+
+namespace sluice::wire {
 
 /// Checksum block digests computed while a frame's payload is written, by the thread that writes
 /// the bytes, while they are still in cache (frame_checksum then hashes only the other blocks).
@@ -264,19 +268,19 @@ class block_digests {
     void start() noexcept {
       fed_ = k_ * t_.block;
       end_ = k_ < t_.blocks ? std::min(fed_ + t_.block, t_.payload) : fed_;
-      d_ = detail::block_state(k_);
+      d_ = detail::wire::block_state(k_);
     }
 
-    detail::block_digest_table& t_;
+    detail::wire::block_digest_table& t_;
     std::byte const* payload_;
     std::size_t hi_;
     std::size_t k_ = 0, fed_ = 0, end_ = 0;
-    detail::checksum_state d_;
+    detail::wire::checksum_state d_;
   };
 
  private:
   friend class writer;
-  detail::block_digest_table table_;
+  detail::wire::block_digest_table table_;
 };
 
 /// Builds one frame in a caller-owned buffer: header first (written by finish()), then sections in
@@ -315,21 +319,21 @@ class writer {
   /// computed while the payload was written (ignored unless laid out for this payload's size).
   std::size_t finish(block_digests const* digests = nullptr) noexcept {
     std::byte* o = out_.data();
-    detail::store<std::uint32_t>(o + 0, magic);
-    detail::store<std::uint16_t>(o + 4, version);
-    detail::store<std::uint16_t>(o + 6, static_cast<std::uint16_t>(header_bytes));
-    detail::store<std::uint16_t>(o + 8, static_cast<std::uint16_t>(header_.codec));
-    detail::store<std::uint8_t>(o + 10, static_cast<std::uint8_t>(header_.element));
-    detail::store<std::uint8_t>(o + 11, header_.flags);
-    detail::store<std::uint8_t>(o + 12, static_cast<std::uint8_t>(count_));
+    detail::wire::store<std::uint32_t>(o + 0, magic);
+    detail::wire::store<std::uint16_t>(o + 4, version);
+    detail::wire::store<std::uint16_t>(o + 6, static_cast<std::uint16_t>(header_bytes));
+    detail::wire::store<std::uint16_t>(o + 8, static_cast<std::uint16_t>(header_.codec));
+    detail::wire::store<std::uint8_t>(o + 10, static_cast<std::uint8_t>(header_.element));
+    detail::wire::store<std::uint8_t>(o + 11, header_.flags);
+    detail::wire::store<std::uint8_t>(o + 12, static_cast<std::uint8_t>(count_));
     std::memset(o + 13, 0, 3);
-    detail::store<std::uint64_t>(o + 16, header_.tensor);
-    detail::store<std::uint64_t>(o + 24, header_.step);
-    detail::store<std::uint64_t>(o + 32, header_.extent);
+    detail::wire::store<std::uint64_t>(o + 16, header_.tensor);
+    detail::wire::store<std::uint64_t>(o + 24, header_.step);
+    detail::wire::store<std::uint64_t>(o + 32, header_.extent);
     for (std::size_t i = 0; i < max_sections; ++i)
-      detail::store<std::uint64_t>(o + 40 + 8 * i, i < count_ ? lengths_[i] : 0);
-    detail::store<std::uint64_t>(o + 72,
-                                 detail::frame_checksum(out_.first(pos_), digests ? &digests->table_ : nullptr));
+      detail::wire::store<std::uint64_t>(o + 40 + 8 * i, i < count_ ? lengths_[i] : 0);
+    detail::wire::store<std::uint64_t>(
+        o + 72, detail::wire::frame_checksum(out_.first(pos_), digests ? &digests->table_ : nullptr));
     return pos_;
   }
 
@@ -375,7 +379,7 @@ struct frame {
 /// total length, zero padding, checksum, then `expect`. Throws errc::malformed_message saying what
 /// was wrong; never reads outside `bytes`.
 inline frame parse(std::span<std::byte const> bytes, expectation const& expect = {}) {
-  using detail::load;
+  using detail::wire::load;
   std::size_t const n = bytes.size();
   require(n >= header_bytes, errc::malformed_message, "frame of {} bytes is shorter than the {}-byte header", n,
           header_bytes);
@@ -422,7 +426,7 @@ inline frame parse(std::span<std::byte const> bytes, expectation const& expect =
   }
   require(pos == n, errc::malformed_message, "frame has {} trailing bytes after its sections", n - pos);
   auto const sum = load<std::uint64_t>(b + 72);
-  require(sum == detail::frame_checksum(bytes), errc::malformed_message, "checksum mismatch (corrupted frame)");
+  require(sum == detail::wire::frame_checksum(bytes), errc::malformed_message, "checksum mismatch (corrupted frame)");
   f.size = n;
 
   if (expect.codec)

@@ -18,7 +18,7 @@
 
 namespace sluice::cuda {
 
-namespace kernel = sluice::cuda_detail;
+namespace kernel = sluice::detail::cuda;
 
 /// Device scratch of block_top_k_select for tensors of up to `n` elements in blocks of `block`.
 class block_top_k_workspace {

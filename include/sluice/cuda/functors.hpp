@@ -19,25 +19,6 @@
 
 namespace sluice::cuda {
 
-// The IEEE operations of every formula here (core/detail/host_device.hpp), by name.
-namespace detail {
-using sluice::detail::ieee::add;
-using sluice::detail::ieee::bits_of;
-using sluice::detail::ieee::dadd;
-using sluice::detail::ieee::ddiv;
-using sluice::detail::ieee::div;
-using sluice::detail::ieee::dmul;
-using sluice::detail::ieee::dpow;
-using sluice::detail::ieee::dsqrt;
-using sluice::detail::ieee::dsub;
-using sluice::detail::ieee::finite;
-using sluice::detail::ieee::float_of;
-using sluice::detail::ieee::mul;
-using sluice::detail::ieee::sqrt;
-using sluice::detail::ieee::sub;
-using sluice::detail::ieee::x86_nan;
-}  // namespace detail
-
 /// The counter-based stream of sluice::random_stream (Philox4x32-10, counter (block, step, tensor,
 /// rank), key = seed), usable on the device: word i equals random_stream(key).word(i).
 struct philox_stream {
@@ -86,7 +67,7 @@ struct maxmin_range_acc {
   SLUICE_HD void add(float v) noexcept {
     mn = v < mn ? v : mn;
     mx = v > mx ? v : mx;
-    poisoned = poisoned || !detail::finite(v);
+    poisoned = poisoned || !detail::ieee::finite(v);
   }
   SLUICE_HD void merge(maxmin_range_acc const& o) noexcept {
     mn = o.mn < mn ? o.mn : mn;
@@ -97,8 +78,8 @@ struct maxmin_range_acc {
   /// a NaN min (every element decodes to NaN) when any element was NaN or infinite.
   [[nodiscard]] SLUICE_HD maxmin_grid grid(std::size_t len, unsigned bits) const noexcept {
     if (len == 0) return {0.0f, 0.0f};
-    if (poisoned) return {detail::float_of(0x7fc00000u), 0.0f};
-    return {mn, detail::div(detail::sub(mx, mn), static_cast<float>((1u << bits) - 1u))};
+    if (poisoned) return {detail::ieee::float_of(0x7fc00000u), 0.0f};
+    return {mn, detail::ieee::div(detail::ieee::sub(mx, mn), static_cast<float>((1u << bits) - 1u))};
   }
 };
 
@@ -116,15 +97,16 @@ struct maxmin_encoder {
   SLUICE_HD maxmin_encoder(maxmin_grid grid, unsigned bits, bool stochastic_rounding) noexcept
       : g(grid),
         maxq(static_cast<float>((1u << bits) - 1u)),
-        inv(detail::div(1.0f, grid.unit)),
+        inv(detail::ieee::div(1.0f, grid.unit)),
         stochastic(stochastic_rounding) {
-    by_reciprocal = !stochastic && detail::finite(inv);
+    by_reciprocal = !stochastic && detail::ieee::finite(inv);
   }
 
   /// Level of x; `u` in [0, 1) is the element's uniform draw (ignored for round-to-nearest).
   [[nodiscard]] SLUICE_HD std::uint8_t level(float x, float u) const noexcept {
-    float v = by_reciprocal ? detail::add(detail::mul(detail::sub(x, g.min), inv), 0.5f)
-                            : detail::add(detail::div(detail::sub(x, g.min), g.unit), stochastic ? u : 0.5f);
+    float v = by_reciprocal
+                  ? detail::ieee::add(detail::ieee::mul(detail::ieee::sub(x, g.min), inv), 0.5f)
+                  : detail::ieee::add(detail::ieee::div(detail::ieee::sub(x, g.min), g.unit), stochastic ? u : 0.5f);
     v = v > 0.0f ? v : 0.0f;  // NaN compares false: level 0
     v = v < maxq ? v : maxq;
     return static_cast<std::uint8_t>(static_cast<std::int32_t>(v));
@@ -133,27 +115,27 @@ struct maxmin_encoder {
 
 /// The value a level decodes to.
 SLUICE_HD inline float maxmin_value(maxmin_grid g, std::uint32_t q) noexcept {
-  return detail::add(g.min, detail::mul(static_cast<float>(q), g.unit));
+  return detail::ieee::add(g.min, detail::ieee::mul(static_cast<float>(q), g.unit));
 }
 
 /// What error feedback stores of a residual value x: x, or +0 when x is NaN or infinite
 /// (sluice::residual never keeps a non-finite value; it counts the non-finite compensated values
 /// in feedback_report::non_finite_values instead).
-SLUICE_HD inline float kept_residual(float x) noexcept { return detail::finite(x) ? x : 0.0f; }
+SLUICE_HD inline float kept_residual(float x) noexcept { return detail::ieee::finite(x) ? x : 0.0f; }
 
 /// 1 when the compensated value c is NaN or infinite (what feedback_report::non_finite_values
 /// counts), else 0.
-SLUICE_HD inline std::uint32_t non_finite_count(float c) noexcept { return detail::finite(c) ? 0u : 1u; }
+SLUICE_HD inline std::uint32_t non_finite_count(float c) noexcept { return detail::ieee::finite(c) ? 0u : 1u; }
 
 /// One element of error feedback around max-min quantization: c = g + e is quantized to a level
 /// and e becomes c - decode(level) (what the receiver does not get), +0 where that is not finite
 /// (every element of a bucket holding NaN or Inf, whose grid is NaN), as the CPU stores it.
 struct feedback_maxmin_element {
   /// Compensation: the value that is quantized.
-  SLUICE_HD static float compensate(float g, float e) noexcept { return detail::add(g, e); }
+  SLUICE_HD static float compensate(float g, float e) noexcept { return detail::ieee::add(g, e); }
   /// The residual kept after sending level q of c.
   SLUICE_HD static float residual(float c, maxmin_grid g, std::uint32_t q) noexcept {
-    return kept_residual(detail::sub(c, maxmin_value(g, q)));
+    return kept_residual(detail::ieee::sub(c, maxmin_value(g, q)));
   }
 };
 
@@ -176,18 +158,18 @@ SLUICE_HD inline std::uint32_t unpack_level(std::uint8_t const* packed, std::uin
 /// Decode-and-add of one element: d + (min + q * unit).
 struct dequantize_add_element {
   SLUICE_HD float operator()(float d, maxmin_grid g, std::uint32_t q) const noexcept {
-    return detail::add(d, maxmin_value(g, q));
+    return detail::ieee::add(d, maxmin_value(g, q));
   }
 };
 
 /// Sparse scatter-add of one sent entry: dense[index] + value (decode_add of a sparse frame).
 struct scatter_add_element {
-  SLUICE_HD float operator()(float d, float v) const noexcept { return detail::add(d, v); }
+  SLUICE_HD float operator()(float d, float v) const noexcept { return detail::ieee::add(d, v); }
 };
 
 /// The ranking key of top-k: the bits of |x| (NaN above +Inf, -0 ties +0), as
-/// compress_detail::magnitude_key.
-SLUICE_HD inline std::uint32_t magnitude_key(float x) noexcept { return detail::bits_of(x) & 0x7fffffffu; }
+/// detail::compress::magnitude_key.
+SLUICE_HD inline std::uint32_t magnitude_key(float x) noexcept { return detail::ieee::bits_of(x) & 0x7fffffffu; }
 
 /// The score of one block of block_top_k: the sum of |x| (l2 false) or of x^2 over len elements,
 /// in four lanes (element e into lane e % 4) added as (lane 0 + lane 1) + (lane 2 + lane 3), the
@@ -196,12 +178,13 @@ SLUICE_HD inline float block_top_k_score(float const* x, std::size_t len, bool l
   float lane[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   for (std::size_t e = 0; e < len; ++e) {
     float const v = x[e];
-    lane[e % 4] = detail::add(lane[e % 4], l2 ? detail::mul(v, v) : detail::float_of(detail::bits_of(v) & 0x7fffffffu));
+    lane[e % 4] = detail::ieee::add(
+        lane[e % 4], l2 ? detail::ieee::mul(v, v) : detail::ieee::float_of(detail::ieee::bits_of(v) & 0x7fffffffu));
   }
-  return detail::add(detail::add(lane[0], lane[1]), detail::add(lane[2], lane[3]));
+  return detail::ieee::add(detail::ieee::add(lane[0], lane[1]), detail::ieee::add(lane[2], lane[3]));
 }
 
-/// random_k's draws (Floyd's algorithm, compress_detail::draw_indices) split for parallel threads.
+/// random_k's draws (Floyd's algorithm, detail::compress::draw_indices) split for parallel threads.
 /// Draw j of k (j in [0, k)) belongs to Floyd's step s_j = n - k + j and picks the target
 /// t_j = below(j, s_j + 1) of the shared stream; the step inserts t_j, or s_j when t_j is already
 /// drawn. A value is drawn before step j exactly when it is an earlier target or the own index of
@@ -244,15 +227,15 @@ struct random_k_element {
     return {rescale && k > 0 ? static_cast<float>(static_cast<double>(n) / static_cast<double>(k)) : 1.0f};
   }
   /// The value written to the frame for c.
-  [[nodiscard]] SLUICE_HD float sent(float c) const noexcept { return scale == 1.0f ? c : detail::mul(c, scale); }
+  [[nodiscard]] SLUICE_HD float sent(float c) const noexcept { return scale == 1.0f ? c : detail::ieee::mul(c, scale); }
   /// The residual kept where c was sent as v.
-  SLUICE_HD static float residual(float c, float v) noexcept { return detail::sub(c, v); }
+  SLUICE_HD static float residual(float c, float v) noexcept { return detail::ieee::sub(c, v); }
 };
 
 /// float to bf16 bits with round-to-nearest-even (a NaN becomes the quiet NaN of its sign): the
 /// bf16 parameter shadow the CPU optimizers write (bfloat16(x)).
 SLUICE_HD inline std::uint16_t bf16_nearest(float x) noexcept {
-  std::uint32_t const b = detail::bits_of(x);
+  std::uint32_t const b = detail::ieee::bits_of(x);
   std::uint32_t const r =
       (b & 0x7fffffffu) > 0x7f800000u ? (b & 0x80000000u) | 0x7fc00000u : b + 0x7fffu + ((b >> 16) & 1u);
   return static_cast<std::uint16_t>(r >> 16);
@@ -260,7 +243,7 @@ SLUICE_HD inline std::uint16_t bf16_nearest(float x) noexcept {
 
 /// The float a bf16 bit pattern holds (exact).
 SLUICE_HD inline float bf16_value(std::uint16_t b) noexcept {
-  return detail::float_of(static_cast<std::uint32_t>(b) << 16);
+  return detail::ieee::float_of(static_cast<std::uint32_t>(b) << 16);
 }
 
 /// Stochastic rounding of bf16 optimizer moments as the CPU optimizers do it (state_type bf16):
@@ -279,7 +262,7 @@ struct bf16_moment_rounding {
   [[nodiscard]] SLUICE_HD std::uint16_t operator()(float m, std::uint64_t i, unsigned j) const noexcept {
     std::uint32_t const half = rs.word(i >> 1) >> (16 * (i & 1));
     std::uint32_t const random = (half << (24 - 8 * j)) & 0xff000000u;
-    std::uint32_t const b = detail::bits_of(m);
+    std::uint32_t const b = detail::ieee::bits_of(m);
     std::uint32_t const r = (b & 0x7fffffffu) > 0x7f800000u ? (b & 0x80000000u) | 0x7fc00000u : b + (random >> 16);
     return static_cast<std::uint16_t>(r >> 16);
   }
@@ -314,7 +297,7 @@ struct adam_element {
   }
 
   SLUICE_HD void operator()(float& p, float g, float& m, float& v) const noexcept {
-    using namespace detail;
+    using namespace detail::ieee;
     if (l2) g = add(g, mul(wd, p));
     m = add(mul(m, b1), mul(c1, g));
     v = add(mul(v, b2), mul(c2, mul(g, g)));
@@ -337,7 +320,7 @@ struct sgd_element {
 
   /// `b` is the momentum buffer entry (untouched without momentum).
   SLUICE_HD void operator()(float& p, float g, float& b) const noexcept {
-    using namespace detail;
+    using namespace detail::ieee;
     float d = g;
     if (has_wd) d = add(d, mul(wd, p));
     if (momentum) {

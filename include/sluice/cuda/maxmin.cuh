@@ -17,7 +17,7 @@
 
 namespace sluice::cuda {
 
-namespace kernel = sluice::cuda_detail;
+namespace kernel = sluice::detail::cuda;
 
 /// Device bytes feedback_maxmin writes at `payload`: the ranges then the levels section, rounded
 /// up to 8 (the kernel may OR into the last 32-bit word).

@@ -24,7 +24,7 @@
 #include <sluice/feedback/residual.hpp>
 #include <sluice/transport/nccl.hpp>
 
-namespace sluice::cuda_detail {
+namespace sluice::detail::cuda {
 
 /// The front of every rank's slot: its element count and, for a codec whose ranks draw the same
 /// indices (random_k), the shared key's seed, step and tensor. Read back after the gather, so a
@@ -41,7 +41,7 @@ inline std::size_t allreduce_ranks(int ranks) {
   return static_cast<std::size_t>(ranks);
 }
 
-}  // namespace sluice::cuda_detail
+}  // namespace sluice::detail::cuda
 
 namespace sluice::cuda {
 
@@ -71,7 +71,7 @@ class allreduce_workspace {
         ranks_(ranks),
         scratch_(n, codec),
         mine_(header + device_codec<C>::payload_bytes(codec, n)),
-        all_(mine_.size() * cuda_detail::allreduce_ranks(ranks)) {}
+        all_(mine_.size() * detail::cuda::allreduce_ranks(ranks)) {}
   [[nodiscard]] std::size_t capacity() const noexcept { return n_; }
   /// Every rank's slot after an allreduce of n elements: rank r's at r * slot_bytes(codec, n)
   /// (device memory), its payload `header` bytes in.
@@ -80,7 +80,7 @@ class allreduce_workspace {
   [[nodiscard]] static std::size_t slot_bytes(C const& codec, std::size_t n) {
     return header + device_codec<C>::payload_bytes(codec, n);
   }
-  static constexpr std::size_t header = sizeof(cuda_detail::slot_header);
+  static constexpr std::size_t header = sizeof(detail::cuda::slot_header);
 
  private:
   template <Transport Host, DeviceCodec D, DeviceFeedback F>
@@ -143,7 +143,7 @@ allreduce_result allreduce(nccl_transport<Host>& t, C const& codec, F const& fee
     }
   }
   stream_key const key = ctx.for_rank(t.rank()).key(), drawn = dc::draw_key(key);
-  cuda_detail::slot_header const h{.n = n, .seed = drawn.seed, .step = drawn.step, .tensor = drawn.tensor};
+  detail::cuda::slot_header const h{.n = n, .seed = drawn.seed, .step = drawn.step, .tensor = drawn.tensor};
   std::byte* const mine = ws.mine_.data();
   std::span<std::byte> const payload(mine + sizeof h, slot - sizeof h);
   check(dc::encode(codec, grad, residual, key, ws.scratch_, payload, ws.non_finite_.count(), stream), what);
@@ -157,7 +157,7 @@ allreduce_result allreduce(nccl_transport<Host>& t, C const& codec, F const& fee
   std::size_t const ranks = static_cast<std::size_t>(t.size());
   std::byte* const all = ws.all_.data();
   (void)t.allgather_frames(std::span<std::byte const>(mine, slot), slot, std::span<std::byte>(all, slot * ranks), d);
-  std::vector<cuda_detail::slot_header> hs(ranks);
+  std::vector<detail::cuda::slot_header> hs(ranks);
   check(cudaMemcpy2DAsync(hs.data(), sizeof h, all, slot, sizeof h, ranks, cudaMemcpyDeviceToHost, stream), what);
   check(cudaStreamSynchronize(stream), what);
   for (std::size_t r = 0; r < ranks; ++r) {

@@ -16,7 +16,7 @@
 
 namespace sluice::cuda {
 
-namespace kernel = sluice::cuda_detail;
+namespace kernel = sluice::detail::cuda;
 
 /// Device counters of error feedback's non-finite handling (the device side of feedback_report):
 /// the feedback wrappers given count() add the number of NaN or Inf compensated values to it (what

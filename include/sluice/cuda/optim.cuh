@@ -16,7 +16,7 @@
 
 namespace sluice::cuda {
 
-namespace kernel = sluice::cuda_detail;
+namespace kernel = sluice::detail::cuda;
 
 /// Queues one dense Adam / AdamW step on `s` with fp32 parameters and moments; `f` from
 /// adam_element::from(policy.kernel(t)). A non-empty `shadow` receives the parameters as bf16 bits.
@@ -56,7 +56,7 @@ struct device_moments {
 
 }  // namespace sluice::cuda
 
-namespace sluice::cuda_detail {
+namespace sluice::detail::cuda {
 
 /// Checks the moments against n elements (`count` of them used) and packs their pointers.
 inline bool pack(sluice::cuda::device_moments const& d, std::size_t count, std::size_t n, moment_ptrs& out) noexcept {
@@ -100,7 +100,7 @@ inline bool catch_up_buffers(std::size_t n, sluice::cuda::device_moments const& 
   return step_buffers(n, mom, count, shadow, out) && last.size() == n && t != 0;
 }
 
-}  // namespace sluice::cuda_detail
+}  // namespace sluice::detail::cuda
 
 namespace sluice::cuda {
 

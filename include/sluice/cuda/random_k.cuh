@@ -20,7 +20,7 @@
 
 namespace sluice::cuda {
 
-namespace kernel = sluice::cuda_detail;
+namespace kernel = sluice::detail::cuda;
 
 /// Device scratch of random_k_select for tensors of up to `n` elements keeping up to `k`.
 class random_k_workspace {

@@ -20,8 +20,8 @@ namespace sluice::cuda {
 inline device_status status_of(cudaError_t e) noexcept {
   if (e == cudaSuccess) return device_status::ok;
   // The runtime's strings are static: check(device_status, what) prints them later.
-  detail::runtime_error_name = cudaGetErrorName(e);
-  detail::runtime_error_text = cudaGetErrorString(e);
+  detail::cuda::runtime_error_name = cudaGetErrorName(e);
+  detail::cuda::runtime_error_text = cudaGetErrorString(e);
   if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver || e == cudaErrorInitializationError)
     return device_status::no_device;
   return device_status::launch_failed;
@@ -51,7 +51,9 @@ inline void check(cudaError_t e, std::string_view what) {
   throw_error(errc::unsupported, "{}: CUDA error {} ({})", what, cudaGetErrorName(e), cudaGetErrorString(e));
 }
 
-namespace detail {
+}  // namespace sluice::cuda
+
+namespace sluice::detail::cuda {
 
 /// An owning array of T in memory that `Memory` allocates (`allocate(void**, bytes)`) and frees
 /// (`release(void*)`), uninitialized: device_buffer and pinned_buffer are its two instances.
@@ -60,7 +62,7 @@ class owning_buffer {
  public:
   owning_buffer() = default;
   explicit owning_buffer(std::size_t n) : n_(n) {
-    if (n > 0) check(Memory::allocate(reinterpret_cast<void**>(&p_), n * sizeof(T)), Memory::name);
+    if (n > 0) sluice::cuda::check(Memory::allocate(reinterpret_cast<void**>(&p_), n * sizeof(T)), Memory::name);
   }
   owning_buffer(owning_buffer&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
   owning_buffer& operator=(owning_buffer&& o) noexcept {
@@ -91,16 +93,18 @@ struct pinned_memory {
   static cudaError_t release(void* p) { return cudaFreeHost(p); }
 };
 
-}  // namespace detail
+}  // namespace sluice::detail::cuda
+
+namespace sluice::cuda {
 
 /// An owning array of T in device memory (cudaMalloc), uninitialized.
 template <class T>
-using device_buffer = detail::owning_buffer<T, detail::device_memory>;
+using device_buffer = detail::cuda::owning_buffer<T, detail::cuda::device_memory>;
 
 /// An owning array of T in pinned (page-locked) host memory (cudaMallocHost): the staging buffer
 /// of asynchronous device-to-host copies.
 template <class T>
-using pinned_buffer = detail::owning_buffer<T, detail::pinned_memory>;
+using pinned_buffer = detail::cuda::owning_buffer<T, detail::cuda::pinned_memory>;
 
 /// An owning non-blocking CUDA stream.
 class stream {

@@ -16,7 +16,7 @@
 
 namespace sluice::cuda {
 
-namespace kernel = sluice::cuda_detail;
+namespace kernel = sluice::detail::cuda;
 
 /// Queues dense[indices[j]] += values[j] on `s`; indices distinct and below dense.size() (as in
 /// every sluice sparse frame; duplicates would race).

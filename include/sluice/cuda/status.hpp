@@ -57,21 +57,25 @@ constexpr std::string_view to_string(device_status s) noexcept {
   return "unknown";
 }
 
-namespace detail {
+}  // namespace sluice::cuda
+
+namespace sluice::detail::cuda {
 /// The CUDA runtime's name and text of the last failure status_of (runtime.cuh) turned into
 /// launch_failed or no_device on this thread; empty before any.
 inline thread_local std::string_view runtime_error_name{}, runtime_error_text{};
-}  // namespace detail
+}  // namespace sluice::detail::cuda
+
+namespace sluice::cuda {
 
 /// Throws sluice::error for a failed status, naming `what` (kernel and tensor) and the status,
 /// and for launch_failed and no_device the runtime's error name and text; no-op for ok.
 inline void check(device_status s, std::string_view what) {
   if (s == device_status::ok) return;
   bool const runtime =
-      (s == device_status::launch_failed || s == device_status::no_device) && !detail::runtime_error_name.empty();
+      (s == device_status::launch_failed || s == device_status::no_device) && !detail::cuda::runtime_error_name.empty();
   throw_error(to_errc(s), "{}: device status {}{}{}{}{}{}", what, to_string(s), runtime ? " (CUDA error " : "",
-              runtime ? detail::runtime_error_name : "", runtime ? ": " : "", runtime ? detail::runtime_error_text : "",
-              runtime ? ")" : "");
+              runtime ? detail::cuda::runtime_error_name : "", runtime ? ": " : "",
+              runtime ? detail::cuda::runtime_error_text : "", runtime ? ")" : "");
 }
 
 }  // namespace sluice::cuda

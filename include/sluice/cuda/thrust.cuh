@@ -44,7 +44,7 @@ struct maxmin_group_op {
       float const mu[2] = {gr.min, gr.unit};
       for (int k = 0; k < 8; ++k)
         ranges[8 * b + static_cast<std::size_t>(k)] =
-            static_cast<std::uint8_t>(detail::bits_of(mu[k / 4]) >> (8 * (k % 4)));
+            static_cast<std::uint8_t>(detail::ieee::bits_of(mu[k / 4]) >> (8 * (k % 4)));
       maxmin_encoder const enc(gr, c.bits, c.stochastic);
       for (std::size_t j = 0; j < len; ++j) {
         float const v = value(j);
@@ -81,7 +81,7 @@ struct dequantize_add_op {
     std::uint32_t lo = 0, hi = 0;
     for (int k = 0; k < 4; ++k)
       lo |= static_cast<std::uint32_t>(r[k]) << (8 * k), hi |= static_cast<std::uint32_t>(r[4 + k]) << (8 * k);
-    dense[i] = dequantize_add_element{}(dense[i], maxmin_grid{detail::float_of(lo), detail::float_of(hi)},
+    dense[i] = dequantize_add_element{}(dense[i], maxmin_grid{detail::ieee::float_of(lo), detail::ieee::float_of(hi)},
                                         unpack_level(levels, i, c.bits));
   }
 };

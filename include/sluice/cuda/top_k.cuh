@@ -21,7 +21,7 @@
 
 namespace sluice::cuda {
 
-namespace kernel = sluice::cuda_detail;
+namespace kernel = sluice::detail::cuda;
 
 /// Device scratch of top_k_select for tensors of up to `n` elements.
 class top_k_workspace {

@@ -16,7 +16,7 @@
 #include <sluice/feedback/detail/kernels.hpp>
 
 namespace sluice {
-namespace feedback_detail {
+namespace detail::feedback {
 
 template <class S, class C, class T>
 std::size_t ef21_unfused(C const& c, feedback_slice const& s, std::span<T const> grad, encode_context const& ctx,
@@ -39,7 +39,7 @@ std::size_t ef21_unfused(C const& c, feedback_slice const& s, std::span<T const>
   return bytes;
 }
 
-}  // namespace feedback_detail
+}  // namespace detail::feedback
 
 /// EF21 with one fp32 or bf16 gradient estimate h per tensor element. The message is a
 /// difference: aggregate by adding decoded messages into a running sum (decode_add), never by
@@ -60,20 +60,20 @@ struct ef21 {
                                           std::type_identity_t<std::span<T const>> grad, encode_context const& ctx,
                                           feedback_workspace<C, T>& ws, std::span<std::byte> out)
   const {
-    C const c = feedback_detail::codec_at(s.warmup(), codec, ctx.step);
-    feedback_detail::check_call(c, s, grad.size(), 1, out.size(), ctx, "ef21");
-    return feedback_detail::with_state_type(s.precision(), [&]<class S>() -> std::size_t {
+    C const c = detail::feedback::codec_at(s.warmup(), codec, ctx.step);
+    detail::feedback::check_call(c, s, grad.size(), 1, out.size(), ctx, "ef21");
+    return detail::feedback::with_state_type(s.precision(), [&]<class S>() -> std::size_t {
       if (non_finite != non_finite_policy::propagate && !ctx.finite) {
-        auto const at = feedback_detail::first_non_finite_of(grad);
-        if (at != feedback_detail::npos && feedback_detail::on_non_finite(non_finite, s, at, ctx.step, "ef21"))
+        auto const at = detail::feedback::first_non_finite_of(grad);
+        if (at != detail::feedback::npos && detail::feedback::on_non_finite(non_finite, s, at, ctx.step, "ef21"))
           return 0;
       }
-      return feedback_detail::ef21_unfused<S>(c, s, grad, ctx, ws, out);
+      return detail::feedback::ef21_unfused<S>(c, s, grad, ctx, ws, out);
     });
   }
 };
 
-static_assert(FeedbackFor<ef21, compress_detail::codec_archetype>);  // conformance, where the policy is defined
+static_assert(FeedbackFor<ef21, detail::compress::codec_archetype>);  // conformance, where the policy is defined
 
 }  // namespace sluice
 

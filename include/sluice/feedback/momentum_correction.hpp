@@ -16,7 +16,7 @@
 #include <sluice/feedback/detail/kernels.hpp>
 
 namespace sluice {
-namespace feedback_detail {
+namespace detail::feedback {
 
 /// u' = m u + g (Nesterov: u' = m (u + g)), c = v + u' (Nesterov: v + u' + g); send encode(c);
 /// v = c - decode(encode(c)) (zero where an exact value was sent); u = 0 where sent, else u'.
@@ -65,7 +65,7 @@ std::size_t momentum_unfused(C const& c, feedback_slice const& s, std::span<T co
   return bytes;
 }
 
-}  // namespace feedback_detail
+}  // namespace detail::feedback
 
 /// DGC momentum correction: two buffers per tensor, momentum u and accumulator v, fp32 or bf16.
 /// Use with the top-k family; the optimizer then runs without momentum (DGC §3.2).
@@ -92,23 +92,23 @@ struct momentum_correction {
     require(momentum >= 0 && momentum < 1, errc::invalid_argument,
             "momentum_correction: momentum must be in [0, 1), got {} (tensor '{}', step {})", momentum, s.name(),
             ctx.step);
-    C const c = feedback_detail::codec_at(s.warmup(), codec, ctx.step);
-    feedback_detail::check_call(c, s, grad.size(), 2, out.size(), ctx, "momentum_correction");
+    C const c = detail::feedback::codec_at(s.warmup(), codec, ctx.step);
+    detail::feedback::check_call(c, s, grad.size(), 2, out.size(), ctx, "momentum_correction");
     auto const m = static_cast<float>(momentum);
-    return feedback_detail::with_state_type(s.precision(), [&]<class S>() -> std::size_t {
+    return detail::feedback::with_state_type(s.precision(), [&]<class S>() -> std::size_t {
       if (non_finite != non_finite_policy::propagate && !ctx.finite) {
-        auto const at = feedback_detail::first_non_finite_of(grad);
-        if (at != feedback_detail::npos &&
-            feedback_detail::on_non_finite(non_finite, s, at, ctx.step, "momentum_correction"))
+        auto const at = detail::feedback::first_non_finite_of(grad);
+        if (at != detail::feedback::npos &&
+            detail::feedback::on_non_finite(non_finite, s, at, ctx.step, "momentum_correction"))
           return 0;
       }
-      return feedback_detail::momentum_unfused<S>(c, s, grad, ctx, ws, out, m, nesterov);
+      return detail::feedback::momentum_unfused<S>(c, s, grad, ctx, ws, out, m, nesterov);
     });
   }
 };
 
 static_assert(
-    FeedbackFor<momentum_correction, compress_detail::codec_archetype>);  // conformance, where the policy is defined
+    FeedbackFor<momentum_correction, detail::compress::codec_archetype>);  // conformance, where the policy is defined
 
 }  // namespace sluice
 

@@ -31,21 +31,21 @@ struct no_feedback {
                                           std::type_identity_t<std::span<T const>> grad, encode_context const& ctx,
                                           feedback_workspace<C, T>& ws, std::span<std::byte> out)
   const {
-    C const c = feedback_detail::codec_at(s.warmup(), codec, ctx.step);
-    feedback_detail::check_call(c, s, grad.size(), 0, out.size(), ctx, "no_feedback");
+    C const c = detail::feedback::codec_at(s.warmup(), codec, ctx.step);
+    detail::feedback::check_call(c, s, grad.size(), 0, out.size(), ctx, "no_feedback");
     if (non_finite != non_finite_policy::propagate && !ctx.finite) {
-      auto const at = feedback_detail::first_non_finite_of(grad);
-      if (at != feedback_detail::npos && feedback_detail::on_non_finite(non_finite, s, at, ctx.step, "no_feedback"))
+      auto const at = detail::feedback::first_non_finite_of(grad);
+      if (at != detail::feedback::npos && detail::feedback::on_non_finite(non_finite, s, at, ctx.step, "no_feedback"))
         return 0;
     } else {
       s.state().record_non_finite(
-          feedback_detail::count_non_finite(grad.size(), [&](std::size_t i) { return to_float(grad[i]); }));
+          detail::feedback::count_non_finite(grad.size(), [&](std::size_t i) { return to_float(grad[i]); }));
     }
     return c.encode(grad, ctx, ws.codec, out);
   }
 };
 
-static_assert(FeedbackFor<no_feedback, compress_detail::codec_archetype>);  // conformance, where the policy is defined
+static_assert(FeedbackFor<no_feedback, detail::compress::codec_archetype>);  // conformance, where the policy is defined
 
 }  // namespace sluice
 

@@ -16,7 +16,7 @@ namespace sluice {
 /// parallel read pass.
 template <Element T>
 std::size_t first_non_finite(std::span<T const> grad) {
-  return feedback_detail::first_non_finite_of(grad);
+  return detail::feedback::first_non_finite_of(grad);
 }
 
 /// What feedback policy `policy` (its name, for the message) does before it changes anything when
@@ -26,7 +26,7 @@ std::size_t first_non_finite(std::span<T const> grad) {
 /// nothing); propagate returns false (encode, counting with feedback_state::record_non_finite).
 inline bool on_non_finite(non_finite_policy p, feedback_slice const& s, std::size_t index, std::uint64_t step,
                           char const* policy) {
-  return feedback_detail::on_non_finite(p, s, index, step, policy);
+  return detail::feedback::on_non_finite(p, s, index, step, policy);
 }
 
 }  // namespace sluice

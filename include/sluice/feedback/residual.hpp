@@ -19,7 +19,7 @@
 
 namespace sluice {
 
-namespace feedback_detail {
+namespace detail::feedback {
 
 /// The reference composition: c = g + e into scratch, encode(c), decode into scratch, e = c - d.
 template <class S, class C, class T>
@@ -81,7 +81,7 @@ std::size_t residual_fused_sparse(C const& c, feedback_slice const& s, std::span
   return bytes;
 }
 
-}  // namespace feedback_detail
+}  // namespace detail::feedback
 
 /// Error feedback with one fp32 or bf16 residual per tensor element (stochastic rounding for
 /// bf16). Nothing is lost: the sum of what was sent plus the residual is the sum of gradients.
@@ -102,26 +102,26 @@ struct residual {
                                           std::type_identity_t<std::span<T const>> grad, encode_context const& ctx,
                                           feedback_workspace<C, T>& ws, std::span<std::byte> out)
   const {
-    C const c = feedback_detail::codec_at(s.warmup(), codec, ctx.step);
-    feedback_detail::check_call(c, s, grad.size(), 1, out.size(), ctx, "residual");
-    return feedback_detail::with_state_type(s.precision(), [&]<class S>() -> std::size_t {
+    C const c = detail::feedback::codec_at(s.warmup(), codec, ctx.step);
+    detail::feedback::check_call(c, s, grad.size(), 1, out.size(), ctx, "residual");
+    return detail::feedback::with_state_type(s.precision(), [&]<class S>() -> std::size_t {
       if (non_finite != non_finite_policy::propagate && !ctx.finite) {
-        auto const at = feedback_detail::first_non_finite_of(grad);
-        if (at != feedback_detail::npos && feedback_detail::on_non_finite(non_finite, s, at, ctx.step, "residual"))
+        auto const at = detail::feedback::first_non_finite_of(grad);
+        if (at != detail::feedback::npos && detail::feedback::on_non_finite(non_finite, s, at, ctx.step, "residual"))
           return 0;
       }
       if (fuse) {
         if constexpr (requires { c.template encode_compensated<S>(grad, s, ctx, ws.codec, out); })
           return c.template encode_compensated<S>(grad, s, ctx, ws.codec, out);
         else if constexpr (SparseCodec<C, T>)
-          return feedback_detail::residual_fused_sparse<S>(c, s, grad, ctx, ws, out);
+          return detail::feedback::residual_fused_sparse<S>(c, s, grad, ctx, ws, out);
       }
-      return feedback_detail::residual_unfused<S>(c, s, grad, ctx, ws, out);
+      return detail::feedback::residual_unfused<S>(c, s, grad, ctx, ws, out);
     });
   }
 };
 
-static_assert(FeedbackFor<residual, compress_detail::codec_archetype>);  // conformance, where the policy is defined
+static_assert(FeedbackFor<residual, detail::compress::codec_archetype>);  // conformance, where the policy is defined
 
 }  // namespace sluice
 

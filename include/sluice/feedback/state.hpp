@@ -210,7 +210,7 @@ class feedback_state {
   ///   per tensor: u64 extent, u32 name bytes, u32 0, name, buffers (raw little-endian elements),
   ///   then u64 stable hash of everything before it.
   [[nodiscard]] std::vector<std::byte> save() const {
-    using feedback_detail::put;
+    using detail::feedback::put;
     std::vector<std::byte> out;
     serial::start_record(out, magic, 1);
     put<std::uint16_t>(out, kind_);
@@ -232,12 +232,12 @@ class feedback_state {
       put<std::uint64_t>(out, te.extent);
       put<std::uint32_t>(out, static_cast<std::uint32_t>(te.name.size()));
       put<std::uint32_t>(out, 0);
-      feedback_detail::append(out, std::as_bytes(std::span(te.name.data(), te.name.size())));
+      detail::feedback::append(out, std::as_bytes(std::span(te.name.data(), te.name.size())));
       for (std::size_t b = 0; b < buffers_; ++b) {
         if (precision_ == element_type::f32)
-          feedback_detail::append(out, std::as_bytes(std::span(te.f32[b])));
+          detail::feedback::append(out, std::as_bytes(std::span(te.f32[b])));
         else
-          feedback_detail::append(out, std::as_bytes(std::span(te.bf16[b])));
+          detail::feedback::append(out, std::as_bytes(std::span(te.bf16[b])));
       }
     }
     serial::seal(out);

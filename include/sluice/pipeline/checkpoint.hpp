@@ -121,7 +121,6 @@ inline std::vector<std::byte> write_checkpoint(checkpoint_shape const& shape, st
   return out;
 }
 
-namespace checkpoint_detail {
 inline bool get_floats(serial::reader& r, std::vector<float>& v, std::size_t n) {
   std::uint64_t stored = 0;
   std::span<std::byte const> raw;
@@ -134,14 +133,11 @@ inline bool get_blob(serial::reader& r, std::span<std::byte const>& blob) {
   std::uint64_t n = 0;
   return r.get(n) && n <= r.left() && r.take(static_cast<std::size_t>(n), blob);
 }
-}  // namespace checkpoint_detail
 
 /// Parses and checks a checkpoint against `shape`: errc::malformed_message for damaged bytes or
 /// values the writer cannot produce, errc::size_mismatch for another configuration or layout.
 inline checkpoint read_checkpoint(std::span<std::byte const> bytes, checkpoint_shape const& shape,
                                   std::string_view describe) {
-  using checkpoint_detail::get_blob;
-  using checkpoint_detail::get_floats;
   serial::reader r = serial::open_record(bytes, checkpoint_magic, checkpoint_version, "pipeline checkpoint");
   checkpoint c;
   std::uint16_t flags = 0;

@@ -4,8 +4,8 @@
 
 #include <sluice/core/serial.hpp>
 
-namespace sluice::bucket_detail {
+namespace sluice::detail::bucket {
 using serial::put;
 using serial::reader;
 using serial::stable_hash;
-}  // namespace sluice::bucket_detail
+}  // namespace sluice::detail::bucket

@@ -48,13 +48,13 @@ inline constexpr std::size_t message_id_bytes = 16;
 inline std::uint64_t message_id_check(message_id id, std::span<std::byte const> frame) noexcept {
   std::array<std::byte, 24> b{};
   std::uint64_t const sum =
-      frame.size() >= wire::header_bytes ? wire::detail::load<std::uint64_t>(frame.data() + 72) : 0;
+      frame.size() >= sluice::wire::header_bytes ? detail::wire::load<std::uint64_t>(frame.data() + 72) : 0;
   std::uint64_t const len = frame.size();
   std::memcpy(b.data(), &id.origin, 4);
   std::memcpy(b.data() + 4, &id.seq, 4);
   std::memcpy(b.data() + 8, &sum, 8);
   std::memcpy(b.data() + 16, &len, 8);
-  wire::detail::checksum_state s;
+  detail::wire::checksum_state s;
   s.update(b);
   return s.finish();
 }
@@ -83,8 +83,8 @@ inline std::span<std::byte const> frame_of(std::span<std::byte const> msg) noexc
 /// identity is errc::malformed_message at once.
 template <Transport T>
 std::span<std::byte const> recv_message(T& t, int peer, message_tag tag, std::vector<std::byte>& buffer, deadline d,
-                                        message_id id, wire::expectation const& expect, char const* what,
-                                        collective_context const& ctx, wire::frame* parsed = nullptr) {
+                                        message_id id, sluice::wire::expectation const& expect, char const* what,
+                                        collective_context const& ctx, sluice::wire::frame* parsed = nullptr) {
   std::size_t discarded = 0;
   bool other_call = false;
   std::uint64_t other_tensor = 0, other_step = 0;
@@ -108,7 +108,7 @@ std::span<std::byte const> recv_message(T& t, int peer, message_tag tag, std::ve
       rethrow_with(e, what, ctx, t.rank(), peer);
     }
     try {
-      require(msg.size() >= wire::header_bytes + message_id_bytes, errc::malformed_message,
+      require(msg.size() >= sluice::wire::header_bytes + message_id_bytes, errc::malformed_message,
               "message of {} bytes is shorter than a frame header and its identity", msg.size());
       auto const frame = frame_of(msg);
       message_id got{};
@@ -122,14 +122,14 @@ std::span<std::byte const> recv_message(T& t, int peer, message_tag tag, std::ve
         ++discarded;
         continue;
       }
-      auto const tensor = wire::detail::load<std::uint64_t>(frame.data() + 16);
-      auto const step = wire::detail::load<std::uint64_t>(frame.data() + 24);
+      auto const tensor = detail::wire::load<std::uint64_t>(frame.data() + 16);
+      auto const step = detail::wire::load<std::uint64_t>(frame.data() + 24);
       if (tensor != ctx.tensor || step != ctx.step) {
         other_call = true, other_tensor = tensor, other_step = step;
         ++discarded;
         continue;
       }
-      auto f = wire::parse(frame, expect);
+      auto f = sluice::wire::parse(frame, expect);
       if (parsed != nullptr) *parsed = f;
       return frame;
     } catch (error const& e) {
@@ -140,9 +140,10 @@ std::span<std::byte const> recv_message(T& t, int peer, message_tag tag, std::ve
 
 /// Receives the message `id` from `peer` into `buffer` (recv_message) and returns its parsed frame.
 template <Transport T>
-wire::frame recv_frame(T& t, int peer, message_tag tag, std::vector<std::byte>& buffer, deadline d, message_id id,
-                       wire::expectation const& expect, char const* what, collective_context const& ctx) {
-  wire::frame f;
+sluice::wire::frame recv_frame(T& t, int peer, message_tag tag, std::vector<std::byte>& buffer, deadline d,
+                               message_id id, sluice::wire::expectation const& expect, char const* what,
+                               collective_context const& ctx) {
+  sluice::wire::frame f;
   (void)recv_message(t, peer, tag, buffer, d, id, expect, what, ctx, &f);
   return f;
 }
@@ -235,11 +236,11 @@ class send_set {
 
 /// Writes a one-section frame of fp32 values.
 inline std::size_t write_dense_frame(std::vector<std::byte>& out, std::span<float const> values,
-                                     wire::header const& h) {
-  out.reserve(wire::frame_bytes({values.size() * sizeof(float)}) + message_id_bytes);
-  out.resize(wire::frame_bytes({values.size() * sizeof(float)}));
-  wire::writer w(out, h);
-  wire::write_array(w, values);
+                                     sluice::wire::header const& h) {
+  out.reserve(sluice::wire::frame_bytes({values.size() * sizeof(float)}) + message_id_bytes);
+  out.resize(sluice::wire::frame_bytes({values.size() * sizeof(float)}));
+  sluice::wire::writer w(out, h);
+  sluice::wire::write_array(w, values);
   std::size_t const n = w.finish();
   out.resize(n);
   return n;

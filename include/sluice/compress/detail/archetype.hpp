@@ -8,7 +8,7 @@
 #include <sluice/compress/concepts.hpp>
 #include <sluice/core/serial.hpp>
 
-namespace sluice::compress_detail {
+namespace sluice::detail::compress {
 
 /// A Codec for every Element type with nothing optional (no strength, no fused path, dense only).
 struct codec_archetype {
@@ -26,4 +26,4 @@ struct codec_archetype {
                    std::span<T> dense, M mode) const;
 };
 
-}  // namespace sluice::compress_detail
+}  // namespace sluice::detail::compress

@@ -18,7 +18,7 @@
 #include <sluice/core/element.hpp>
 #include <sluice/core/parallel.hpp>
 
-namespace sluice::compress_detail {
+namespace sluice::detail::compress {
 
 /// Score of one block of `len` elements, in a fixed order so every build and thread count agrees:
 /// four lane sums (lane = offset mod 4, each accumulated left to right from 0), combined as
@@ -97,4 +97,4 @@ void score_blocks(std::span<T const> in, std::size_t B, block_score score, std::
   return score_blocks_as<block_score::l2, 0>(in, B, scores);
 }
 
-}  // namespace sluice::compress_detail
+}  // namespace sluice::detail::compress

@@ -12,7 +12,7 @@
 #include <sluice/compress/detail/pack.hpp>
 #include <sluice/core/parallel.hpp>
 
-namespace sluice::compress_detail {
+namespace sluice::detail::compress {
 
 /// Largest bucket the bucket loops handle (codes of one bucket live on the stack).
 inline constexpr std::size_t max_bucket = 4096;
@@ -57,4 +57,4 @@ void decode_buckets(std::size_t n, std::size_t bucket, unsigned bits, std::byte 
   });
 }
 
-}  // namespace sluice::compress_detail
+}  // namespace sluice::detail::compress

@@ -19,7 +19,7 @@
 #include <sluice/core/error.hpp>
 #include <sluice/core/wire.hpp>
 
-namespace sluice::compress_detail {
+namespace sluice::detail::compress {
 
 /// Elements a sparse codec keeps out of n for `ratio` in (0, 1]: ceil(ratio * n), computed in
 /// double with a relative slack of 2^-40 so that representation error never adds one
@@ -56,8 +56,8 @@ inline void check_out(std::size_t have, std::size_t need, std::string_view codec
 
 /// The header every codec writes: tensor and step from the context, extent n.
 template <Element T>
-wire::header make_header(wire::codec_id id, encode_context const& ctx, std::size_t n, std::uint8_t flags = 0,
-                         element_type et = element_type_of<T>) noexcept {
+sluice::wire::header make_header(sluice::wire::codec_id id, encode_context const& ctx, std::size_t n,
+                                 std::uint8_t flags = 0, element_type et = element_type_of<T>) noexcept {
   return {.codec = id, .element = et, .flags = flags, .tensor = ctx.tensor, .step = ctx.step, .extent = n};
 }
 
@@ -65,27 +65,27 @@ wire::header make_header(wire::codec_id id, encode_context const& ctx, std::size
 inline constexpr std::size_t any_extent = std::numeric_limits<std::size_t>::max();
 
 /// The codec's name for messages.
-constexpr std::string_view codec_name(wire::codec_id id) noexcept {
+constexpr std::string_view codec_name(sluice::wire::codec_id id) noexcept {
   switch (id) {
-    case wire::codec_id::identity:
+    case sluice::wire::codec_id::identity:
       return "identity";
-    case wire::codec_id::cast:
+    case sluice::wire::codec_id::cast:
       return "cast";
-    case wire::codec_id::top_k:
+    case sluice::wire::codec_id::top_k:
       return "top_k";
-    case wire::codec_id::threshold_top_k:
+    case sluice::wire::codec_id::threshold_top_k:
       return "threshold_top_k";
-    case wire::codec_id::block_top_k:
+    case sluice::wire::codec_id::block_top_k:
       return "block_top_k";
-    case wire::codec_id::random_k:
+    case sluice::wire::codec_id::random_k:
       return "random_k";
-    case wire::codec_id::sign:
+    case sluice::wire::codec_id::sign:
       return "sign";
-    case wire::codec_id::qsgd:
+    case sluice::wire::codec_id::qsgd:
       return "qsgd";
-    case wire::codec_id::maxmin_quantize:
+    case sluice::wire::codec_id::maxmin_quantize:
       return "maxmin_quantize";
-    case wire::codec_id::power_sgd:
+    case sluice::wire::codec_id::power_sgd:
       return "power_sgd";
     default:
       return "codec";
@@ -101,12 +101,13 @@ inline constexpr std::size_t any_sections = std::numeric_limits<std::size_t>::ma
 /// errc::malformed_message otherwise (a wrong extent, tensor or step is a message for another
 /// tensor or step, never a size_mismatch of the caller's making).
 template <Element T>
-wire::frame parse_frame(std::span<std::byte const> msg, wire::codec_id id, std::size_t extent, std::size_t sections,
-                        encode_context const& ctx, element_type et = element_type_of<T>, std::uint8_t max_flags = 0) {
-  wire::expectation e{.codec = id, .element = et, .tensor = ctx.tensor, .step = ctx.step};
+sluice::wire::frame parse_frame(std::span<std::byte const> msg, sluice::wire::codec_id id, std::size_t extent,
+                                std::size_t sections, encode_context const& ctx, element_type et = element_type_of<T>,
+                                std::uint8_t max_flags = 0) {
+  sluice::wire::expectation e{.codec = id, .element = et, .tensor = ctx.tensor, .step = ctx.step};
   if (extent != any_extent) e.extent = extent;
   if (sections != any_sections) e.sections = sections;
-  wire::frame f = wire::parse(msg, e);
+  sluice::wire::frame f = sluice::wire::parse(msg, e);
   require(f.head.flags <= max_flags, errc::malformed_message, "{} frame: flags byte is {}, the encoder writes {}",
           codec_name(id), f.head.flags, max_flags == 0 ? "0" : "0 or 1");
   return f;
@@ -136,7 +137,7 @@ inline void check_padding_bits(std::span<std::byte const> packed, std::size_t n,
 }
 
 /// The frame's extent, checked to fit 32-bit indices (sparse decoders index with uint32_t).
-inline std::size_t checked_extent(wire::frame const& f, std::string_view codec) {
+inline std::size_t checked_extent(sluice::wire::frame const& f, std::string_view codec) {
   require(f.head.extent < std::numeric_limits<std::uint32_t>::max(), errc::malformed_message,
           "{}: frame extent {} exceeds the 32-bit index range", codec, f.head.extent);
   return static_cast<std::size_t>(f.head.extent);
@@ -169,4 +170,4 @@ struct policy_formatter {
   constexpr auto parse(fmt::format_parse_context& ctx) -> decltype(ctx.begin()) { return ctx.begin(); }
 };
 
-}  // namespace sluice::compress_detail
+}  // namespace sluice::detail::compress

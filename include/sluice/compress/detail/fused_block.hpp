@@ -17,7 +17,7 @@
 #include <sluice/compress/detail/select.hpp>
 #include <sluice/core/parallel.hpp>
 
-namespace sluice::compress_detail {
+namespace sluice::detail::compress {
 
 template <block_score Score, std::size_t FixedB>
 std::uint64_t compensate_and_score(float const* g, float* e, std::size_t n, std::size_t block, float* scores) {
@@ -59,11 +59,11 @@ std::size_t residual_fused_block(C const& c, Slice const& s, std::span<T const> 
   static_assert(std::is_same_v<S, float> && std::is_same_v<T, float>, "fp32 state and float gradients only");
   c.validate();
   std::size_t const n = grad.size();
-  compress_detail::check_index_range(n, "block_top_k");
+  detail::compress::check_index_range(n, "block_top_k");
   std::size_t const nb = c.block_count(n), b = c.keep_blocks(n), block = c.block;
-  compress_detail::grow(cw.scores, nb);
-  compress_detail::grow(cw.indices, b);
-  compress_detail::grow(cw.kept_scores, b);
+  detail::compress::grow(cw.scores, nb);
+  detail::compress::grow(cw.indices, b);
+  detail::compress::grow(cw.kept_scores, b);
   float* const e = s.template buffer<float>(0).data();
   float* const scores = cw.scores.data();
   std::uint64_t bad = 0;
@@ -74,8 +74,8 @@ std::size_t residual_fused_block(C const& c, Slice const& s, std::span<T const> 
     bad = block == 16 ? compensate_and_score<block_score::l2, 16>(grad.data(), e, n, block, scores)
                       : compensate_and_score<block_score::l2, 0>(grad.data(), e, n, block, scores);
   if (bad != 0) s.state().record_non_finite(bad);
-  compress_detail::select_top_k<float, std::uint32_t>(std::span<float>(scores, nb), b, cw.select, std::span(cw.indices),
-                                                      std::span(cw.kept_scores));
+  detail::compress::select_top_k<float, std::uint32_t>(std::span<float>(scores, nb), b, cw.select,
+                                                       std::span(cw.indices), std::span(cw.kept_scores));
   std::size_t const bytes = c.write(std::span<float const>(e, n), ctx, cw, out);
   parallel_chunks(b, std::size_t{1} << 10, [&](std::size_t jb, std::size_t je, int) {
     for (std::size_t j = jb; j < je; ++j) {
@@ -90,4 +90,4 @@ std::size_t residual_fused_block(C const& c, Slice const& s, std::span<T const> 
   return bytes;
 }
 
-}  // namespace sluice::compress_detail
+}  // namespace sluice::detail::compress

@@ -25,7 +25,7 @@
 #include <sluice/core/simd.hpp>
 #include <sluice/core/wire.hpp>
 
-namespace sluice::compress_detail {
+namespace sluice::detail::compress {
 
 /// The encoders' walk over the buckets of a max-min frame (maxmin_quantize::encode and the fused
 /// pass below): groups of 8 buckets (which always end on a byte boundary) on the thread pool,
@@ -34,7 +34,7 @@ namespace sluice::compress_detail {
 /// bytes that are then final (a shared last byte is not) into `digests`, while they are in cache.
 template <class F>
 void maxmin_bucket_groups(std::size_t n, std::size_t bucket, unsigned bits, std::byte* packed,
-                          wire::block_digests& digests, F&& body) {
+                          sluice::wire::block_digests& digests, F&& body) {
   std::size_t const nb = (n + bucket - 1) / bucket, groups = (nb + 7) / 8;
   std::size_t const at = 16 + 8 * nb;  // payload offset of the level section
   parallel_chunks(groups, 4, [&](std::size_t gb, std::size_t ge, int) {
@@ -42,7 +42,7 @@ void maxmin_bucket_groups(std::size_t n, std::size_t bucket, unsigned bits, std:
     std::size_t const from = b0 * bucket * bits / 8;
     std::size_t const to = packed_bytes(std::min(n, b1 * bucket), bits);
     if (bucket % 8 != 0) std::memset(packed + from, 0, to - from);
-    wire::block_digests::hasher hash(digests, packed - at, at + from, at + to);
+    sluice::wire::block_digests::hasher hash(digests, packed - at, at + from, at + to);
     auto const done = [&](std::size_t b) {
       hash.done(at + (b + 1 == b1 ? to : std::min(n, (b + 1) * bucket) * bits / 8));
     };
@@ -60,7 +60,7 @@ std::size_t residual_fused_quantize(C const& c, Slice const& s, std::span<T cons
   std::size_t const n = grad.size(), nb = c.bucket_count(n), bucket = c.bucket;
   unsigned const bits = c.bits;
   auto const e = s.template buffer<S>(0);
-  wire::writer w(out, compress_detail::make_header<T>(wire::codec_id::maxmin_quantize, ctx, n));
+  sluice::wire::writer w(out, detail::compress::make_header<T>(sluice::wire::codec_id::maxmin_quantize, ctx, n));
   std::uint32_t const params[4] = {bits, static_cast<std::uint32_t>(bucket), static_cast<std::uint32_t>(c.round), 0};
   w.write(std::as_bytes(std::span(params)));
   std::byte* const ranges = w.next().data();
@@ -69,7 +69,7 @@ std::size_t residual_fused_quantize(C const& c, Slice const& s, std::span<T cons
   auto const rs = state_stream(ctx, s.tensor());
   std::size_t const offset = s.offset();
   std::atomic<std::uint64_t> bad_total{0};
-  wire::block_digests digests(c.max_encoded_bytes(n) - wire::header_bytes);
+  sluice::wire::block_digests digests(c.max_encoded_bytes(n) - sluice::wire::header_bytes);
   maxmin_bucket_groups(n, bucket, bits, packed, digests, [&](std::size_t b0, std::size_t b1, auto const& finished) {
     alignas(64) std::array<float, 4096> cf;
     alignas(64) std::array<T, 4096> ct;
@@ -85,10 +85,10 @@ std::size_t residual_fused_quantize(C const& c, Slice const& s, std::span<T cons
       std::size_t const next = b + 1 < b1 ? std::min(bucket, n - first - len) : 0;
       bool const pack4 = all_float && bits == 4 && c.round == rounding::nearest && len % 32 == 0 && first % 2 == 0;
       if (!pack4) {
-        compress_detail::prefetch_range(g + len, next);
-        compress_detail::prefetch_range(eb + len, next);
+        detail::compress::prefetch_range(g + len, next);
+        detail::compress::prefetch_range(eb + len, next);
       }
-      compress_detail::maxmin_range r;
+      detail::compress::maxmin_range r;
       T const* x = nullptr;
       bool simd_done = false;  // float: c = g + e and its range in one pass
       if constexpr (all_float) {
@@ -96,10 +96,10 @@ std::size_t residual_fused_quantize(C const& c, Slice const& s, std::span<T cons
         if (len % 16 == 0) {
           float mn = std::numeric_limits<float>::infinity(), mx = -mn;
           bool poisoned = false;
-          compress_detail::add_range_f32(g, eb, cf.data(), len, mn, mx, poisoned);
+          detail::compress::add_range_f32(g, eb, cf.data(), len, mn, mx, poisoned);
           if (poisoned)
             for (std::size_t j = 0; j < len; ++j) bad += non_finite(cf[j]) ? 1u : 0u;
-          r = compress_detail::maxmin_grid(mn, mx, poisoned, len, bits);
+          r = detail::compress::maxmin_grid(mn, mx, poisoned, len, bits);
           simd_done = true;
         }
       }
@@ -114,7 +114,7 @@ std::size_t residual_fused_quantize(C const& c, Slice const& s, std::span<T cons
           for (std::size_t j = 0; j < len; ++j) ct[j] = from_float<T>(cf[j]);
           x = ct.data();
         }
-        r = compress_detail::maxmin_bucket_range(x, len, bits);
+        r = detail::compress::maxmin_bucket_range(x, len, bits);
       }
       std::memcpy(ranges + 8 * b, &r.min, 4);
       std::memcpy(ranges + 8 * b + 4, &r.unit, 4);
@@ -122,34 +122,34 @@ std::size_t residual_fused_quantize(C const& c, Slice const& s, std::span<T cons
         // 4-bit nearest on a finite bucket: levels, packing and residual in one pass over c.
         float const inv = 1.0f / r.unit;
         if (simd_done && pack4 && r.min == r.min && std::isfinite(inv)) {
-          compress_detail::levels4_residual_f32(cf.data(), len, r.min, inv, r.unit, packed + first / 2, eb, g + len,
-                                                eb + len, 4 * next);
+          detail::compress::levels4_residual_f32(cf.data(), len, r.min, inv, r.unit, packed + first / 2, eb, g + len,
+                                                 eb + len, 4 * next);
           finished(b);
           continue;
         }
       }
       if (pack4) {  // the 4-bit body did not run: its prefetches were not made
-        compress_detail::prefetch_range(g + len, next);
-        compress_detail::prefetch_range(eb + len, next);
+        detail::compress::prefetch_range(g + len, next);
+        detail::compress::prefetch_range(eb + len, next);
       }
-      compress_detail::maxmin_quantize_bucket(x, len, r, bits, c.round, stream, first, codes.data());
-      compress_detail::pack_codes_at(codes.data(), len, bits, packed, first * bits);
+      detail::compress::maxmin_quantize_bucket(x, len, r, bits, c.round, stream, first, codes.data());
+      detail::compress::pack_codes_at(codes.data(), len, bits, packed, first * bits);
       // The receiver's value, narrowed to T as decode narrows it, then e = c - value.
       std::size_t done = 0;
       if constexpr (all_float)
         if (simd_done && r.min == r.min)  // finite bucket: no NaN to clear
-          done = compress_detail::residual_f32(cf.data(), codes.data(), r.min, r.unit, eb, len);
+          done = detail::compress::residual_f32(cf.data(), codes.data(), r.min, r.unit, eb, len);
       store_range<S>(eb, done, len, rs, offset + first, [&](std::size_t j) {
-        return cf[j] - to_float(from_float<T>(compress_detail::maxmin_value(r, codes[j])));
+        return cf[j] - to_float(from_float<T>(detail::compress::maxmin_value(r, codes[j])));
       });
       finished(b);
     }
     if (bad != 0) bad_total.fetch_add(bad, std::memory_order_relaxed);
   });
   w.commit(8 * nb);
-  w.commit(compress_detail::packed_bytes(n, bits));
+  w.commit(detail::compress::packed_bytes(n, bits));
   if (auto const bad = bad_total.load()) s.state().record_non_finite(bad);
   return w.finish(&digests);
 }
 
-}  // namespace sluice::compress_detail
+}  // namespace sluice::detail::compress

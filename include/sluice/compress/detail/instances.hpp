@@ -15,14 +15,14 @@
 #define SLUICE_COMPRESS_KERNELS_T(PREFIX, T)                                                                   \
   PREFIX top_k_threshold select_top_k<T, std::uint32_t>(std::span<T const>, std::size_t, select_workspace<T>&, \
                                                         std::span<std::uint32_t>, std::span<T>);
-/// Every instance, inside namespace sluice::compress_detail.
+/// Every instance, inside namespace sluice::detail::compress.
 #define SLUICE_COMPRESS_KERNELS(PREFIX)             \
   SLUICE_COMPRESS_KERNELS_T(PREFIX, float)          \
   SLUICE_COMPRESS_KERNELS_T(PREFIX, ::sluice::half) \
   SLUICE_COMPRESS_KERNELS_T(PREFIX, ::sluice::bfloat16)
 
 #if defined(SLUICE_SEPARATE_KERNELS)
-namespace sluice::compress_detail {
+namespace sluice::detail::compress {
 SLUICE_COMPRESS_KERNELS(extern template)
-}  // namespace sluice::compress_detail
+}  // namespace sluice::detail::compress
 #endif

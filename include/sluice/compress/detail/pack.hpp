@@ -11,7 +11,7 @@
 #include <emmintrin.h>
 #endif
 
-namespace sluice::compress_detail {
+namespace sluice::detail::compress {
 
 /// Bytes that `count` codes of `bits` bits occupy.
 constexpr std::size_t packed_bytes(std::size_t count, unsigned bits) noexcept { return (count * bits + 7) / 8; }
@@ -142,4 +142,4 @@ inline void unpack_codes_at(std::byte const* in, std::size_t len, unsigned bits,
   }
 }
 
-}  // namespace sluice::compress_detail
+}  // namespace sluice::detail::compress

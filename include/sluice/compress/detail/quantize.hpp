@@ -17,7 +17,7 @@
 #include <sluice/core/random.hpp>
 #include <sluice/core/simd.hpp>
 
-namespace sluice::compress_detail {
+namespace sluice::detail::compress {
 
 /// A bucket's quantization grid: level q decodes to min + q * unit (fp32 whatever T is).
 struct maxmin_range {
@@ -32,22 +32,22 @@ inline void prefetch_lines(char const* p, std::size_t bytes, std::size_t from, s
 }
 
 /// The float loops at level L (compress/detail/quantize_body.hpp, stamped below up to AVX2).
-template <simd L>
+template <sluice::simd L>
 struct maxmin_lanes;
 
-}  // namespace sluice::compress_detail
+}  // namespace sluice::detail::compress
 
 #define SLUICE_SIMD_BODY <sluice/compress/detail/quantize_body.hpp>
 #define SLUICE_SIMD_MAX_AVX2
 #include <sluice/core/detail/simd_stamp.hpp>
 
-namespace sluice::compress_detail {
+namespace sluice::detail::compress {
 
 /// c = g + e over whole groups of 16 with the running min and max of c and whether any c was NaN
 /// or Inf (maxmin_lanes::add_range at this process's level); returns the count handled.
 inline std::size_t add_range_f32(float const* g, float const* e, float* c, std::size_t len, float& mn, float& mx,
                                  bool& poisoned) noexcept {
-  return simd_detail::dispatch<simd::avx2>(
+  return detail::simd::dispatch<sluice::simd::avx2>(
       [&](auto l) { return maxmin_lanes<decltype(l)::value>::add_range(g, e, c, len, mn, mx, poisoned); });
 }
 
@@ -56,7 +56,7 @@ inline std::size_t add_range_f32(float const* g, float const* e, float* c, std::
 inline std::size_t levels4_residual_f32(float const* c, std::size_t len, float min, float inv, float unit,
                                         std::byte* out, float* e, void const* ahead0 = nullptr,
                                         void const* ahead1 = nullptr, std::size_t ahead_bytes = 0) noexcept {
-  return simd_detail::dispatch<simd::avx2>([&](auto l) {
+  return detail::simd::dispatch<sluice::simd::avx2>([&](auto l) {
     return maxmin_lanes<decltype(l)::value>::levels_u4_residual(c, len, min, inv, unit, out, e, ahead0, ahead1,
                                                                 ahead_bytes);
   });
@@ -65,7 +65,7 @@ inline std::size_t levels4_residual_f32(float const* c, std::size_t len, float m
 /// e = c - (min + q * unit) over whole groups (maxmin_lanes::residual); returns the count handled.
 inline std::size_t residual_f32(float const* c, std::uint8_t const* q, float min, float unit, float* e,
                                 std::size_t len) noexcept {
-  return simd_detail::dispatch<simd::avx2>(
+  return detail::simd::dispatch<sluice::simd::avx2>(
       [&](auto l) { return maxmin_lanes<decltype(l)::value>::residual(c, q, min, unit, e, len); });
 }
 
@@ -103,7 +103,7 @@ inline maxmin_range maxmin_bucket_range(T const* SLUICE_RESTRICT x, std::size_t 
   std::size_t i = 0;
   if constexpr (std::is_same_v<T, float>) {
     bool poisoned = false;
-    i = simd_detail::dispatch<simd::avx2>(
+    i = detail::simd::dispatch<sluice::simd::avx2>(
         [&](auto l) { return maxmin_lanes<decltype(l)::value>::range(x, len, mn, mx, poisoned); });
     if (poisoned) p = std::numeric_limits<float>::quiet_NaN();
   }
@@ -139,7 +139,7 @@ inline void maxmin_quantize_bucket(T const* SLUICE_RESTRICT x, std::size_t len, 
     // becomes unit * (1/2 + 2^-14) at worst; a subnormal unit (infinite reciprocal) divides.
     std::size_t j = 0;
     if constexpr (std::is_same_v<T, float>)
-      j = simd_detail::dispatch<simd::avx2>(
+      j = detail::simd::dispatch<sluice::simd::avx2>(
           [&](auto l) { return maxmin_lanes<decltype(l)::value>::levels_u8(x, len, r.min, inv, maxq, codes); });
     for (; j < len; ++j) {
       float v = (to_float(x[j]) - r.min) * inv + 0.5f;
@@ -174,7 +174,7 @@ inline std::size_t maxmin_pack4_nearest(float const* SLUICE_RESTRICT x, std::siz
                                         std::size_t ahead_len = 0) noexcept {
   float const inv = 1.0f / r.unit;
   if (!std::isfinite(inv)) return 0;
-  return simd_detail::dispatch<simd::avx2>([&](auto l) {
+  return detail::simd::dispatch<sluice::simd::avx2>([&](auto l) {
     return maxmin_lanes<decltype(l)::value>::levels_u4(x, len, r.min, inv, out, ahead, 4 * ahead_len);
   });
 }
@@ -182,4 +182,4 @@ inline std::size_t maxmin_pack4_nearest(float const* SLUICE_RESTRICT x, std::siz
 /// The value level q of a grid decodes to (before narrowing to T).
 inline float maxmin_value(maxmin_range r, std::uint8_t q) noexcept { return r.min + static_cast<float>(q) * r.unit; }
 
-}  // namespace sluice::compress_detail
+}  // namespace sluice::detail::compress

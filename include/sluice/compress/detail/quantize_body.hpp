@@ -7,12 +7,12 @@
 #include <sluice/compress/detail/quantize.hpp>
 #else
 
-namespace sluice::compress_detail {
+namespace sluice::detail::compress {
 
 template <>
 struct maxmin_lanes<SLUICE_SIMD_LEVEL> {
-  using V = simd_detail::vf32<SLUICE_SIMD_LEVEL>;
-  using I = simd_detail::vi32<SLUICE_SIMD_LEVEL>;
+  using V = detail::simd::vf32<SLUICE_SIMD_LEVEL>;
+  using I = detail::simd::vi32<SLUICE_SIMD_LEVEL>;
   static constexpr std::size_t w = V::width;
 
   /// Running min, max and poison (x - x: +-0, or NaN for NaN and Inf, OR-ed bitwise: +-0 until a
@@ -155,6 +155,6 @@ struct maxmin_lanes<SLUICE_SIMD_LEVEL> {
   }
 };
 
-}  // namespace sluice::compress_detail
+}  // namespace sluice::detail::compress
 
 #endif

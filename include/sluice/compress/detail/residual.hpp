@@ -12,7 +12,7 @@
 #include <sluice/core/element.hpp>
 #include <sluice/core/random.hpp>
 
-namespace sluice::compress_detail {
+namespace sluice::detail::compress {
 
 /// Elements per parallel chunk of the element loops (cache-sized: 64 Ki floats = 256 KiB).
 inline constexpr std::size_t grain = std::size_t{1} << 16;
@@ -67,4 +67,4 @@ inline void store_range(S* dst, std::size_t b, std::size_t e, random_stream cons
   }
 }
 
-}  // namespace sluice::compress_detail
+}  // namespace sluice::detail::compress

@@ -20,7 +20,7 @@
 #include <sluice/core/parallel.hpp>
 #include <sluice/core/simd.hpp>
 
-namespace sluice::compress_detail {
+namespace sluice::detail::compress {
 
 /// The ranking key of an element: the bit pattern of |x| (sign cleared) as a non-negative int32,
 /// widened to the float layout for 16-bit types. It orders finite values and infinities by
@@ -122,15 +122,15 @@ std::size_t plan_output(select_workspace<T>& ws, std::size_t chunks, top_k_thres
 }
 
 /// The float filter and emission at level L (compress/detail/select_body.hpp, stamped below).
-template <simd L>
+template <sluice::simd L>
 struct band_lanes;
 
-}  // namespace sluice::compress_detail
+}  // namespace sluice::detail::compress
 
 #define SLUICE_SIMD_BODY <sluice/compress/detail/select_body.hpp>
 #include <sluice/core/detail/simd_stamp.hpp>
 
-namespace sluice::compress_detail {
+namespace sluice::detail::compress {
 
 /// Writes each chunk's selected entries (the listed ones passing thr) in index order at the
 /// chunk's offset. Branch-free: every entry is written at the output cursor, which advances only
@@ -147,7 +147,7 @@ void emit_entries(select_workspace<T>& ws, std::size_t chunks, top_k_threshold c
     // Floats with 32-bit indices: whole groups in lanes (band_lanes::emit), the rest here.
     if constexpr (std::is_same_v<T, float> && std::is_same_v<Index, std::uint32_t>)
       if (thr.key < top_k_threshold::no_key)
-        j = simd_detail::dispatch([&](auto l) {
+        j = detail::simd::dispatch([&](auto l) {
           return band_lanes<decltype(l)::value>::emit(d, nd, static_cast<std::int32_t>(thr.key), o, end, q, idx.data(),
                                                       val.data());
         });
@@ -288,7 +288,7 @@ void filter_band(std::span<T const> in, select_workspace<T>& ws, std::size_t chu
     };
     std::size_t i = b;
     if constexpr (std::is_same_v<T, float>)
-      i = simd_detail::dispatch(
+      i = detail::simd::dispatch(
           [&](auto l) { return band_lanes<decltype(l)::value>::filter(x, b, e, lo_key, hi_key, d, cc, nd, na, h); });
     constexpr std::size_t group = 16;
     for (; i + group <= e; i += group) {
@@ -461,7 +461,7 @@ top_k_threshold select_top_k(std::span<T const> in, std::size_t k, select_worksp
   return thr;
 }
 
-}  // namespace sluice::compress_detail
+}  // namespace sluice::detail::compress
 
 // The instances sluice::kernels compiles once (extern template with SLUICE_SEPARATE_KERNELS).
 #include <sluice/compress/detail/instances.hpp>

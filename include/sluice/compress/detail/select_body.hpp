@@ -5,11 +5,11 @@
 #include <sluice/compress/detail/select.hpp>
 #else
 
-namespace sluice::compress_detail {
+namespace sluice::detail::compress {
 
 template <>
 struct band_lanes<SLUICE_SIMD_LEVEL> {
-  using I = simd_detail::vi32<SLUICE_SIMD_LEVEL>;
+  using I = detail::simd::vi32<SLUICE_SIMD_LEVEL>;
   static constexpr std::size_t w = I::width;
 
   /// Bit j set when element j of the 64 floats at p has key >= lo (`below` = lo - 1 in every lane).
@@ -84,6 +84,6 @@ struct band_lanes<SLUICE_SIMD_LEVEL> {
   }
 };
 
-}  // namespace sluice::compress_detail
+}  // namespace sluice::detail::compress
 
 #endif

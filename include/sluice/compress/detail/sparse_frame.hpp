@@ -15,21 +15,21 @@
 #include <sluice/core/varint.hpp>
 #include <sluice/core/wire.hpp>
 
-namespace sluice::compress_detail {
+namespace sluice::detail::compress {
 
 /// Exact frame size bound for `count` kept elements of `value_bytes` each out of n.
 constexpr std::size_t sparse_frame_bytes(std::size_t count, std::size_t n, std::size_t value_bytes) noexcept {
-  return wire::frame_bytes({count * value_bytes, wire::max_index_bytes(count, n)});
+  return sluice::wire::frame_bytes({count * value_bytes, sluice::wire::max_index_bytes(count, n)});
 }
 
 /// Writes a sparse frame of the given indices (strictly increasing, < n) and values. `out` must
 /// hold sparse_frame_bytes(count, n, sizeof(T)) bytes (checked by the caller before selection).
 template <Element T>
-std::size_t write_sparse_frame(wire::codec_id id, encode_context const& ctx, std::size_t n,
+std::size_t write_sparse_frame(sluice::wire::codec_id id, encode_context const& ctx, std::size_t n,
                                std::span<std::uint32_t const> idx, std::span<T const> val, std::span<std::byte> out) {
-  wire::writer w(out, make_header<T>(id, ctx, n));
+  sluice::wire::writer w(out, make_header<T>(id, ctx, n));
   w.write(std::as_bytes(val));
-  std::size_t const ib = wire::encode_sorted_indices<std::uint32_t>(idx, w.next());
+  std::size_t const ib = sluice::wire::encode_sorted_indices<std::uint32_t>(idx, w.next());
   w.commit(ib);
   return w.finish();
 }
@@ -45,10 +45,10 @@ struct sparse_frame_view {
 /// the frame's own, below 2^32), decoding the indices into `idx` (grown as needed).
 /// errc::malformed_message on any inconsistency.
 template <Element T>
-sparse_frame_view read_sparse_frame(std::span<std::byte const> msg, wire::codec_id id, std::size_t extent,
+sparse_frame_view read_sparse_frame(std::span<std::byte const> msg, sluice::wire::codec_id id, std::size_t extent,
                                     std::vector<std::uint32_t>& idx, std::string_view codec,
                                     encode_context const& ctx) {
-  wire::frame const f = parse_frame<T>(msg, id, extent, 2, ctx);
+  sluice::wire::frame const f = parse_frame<T>(msg, id, extent, 2, ctx);
   extent = checked_extent(f, codec);
   auto const vals = f.sections[0];
   require(vals.size() % sizeof(T) == 0, errc::malformed_message,
@@ -56,7 +56,8 @@ sparse_frame_view read_sparse_frame(std::span<std::byte const> msg, wire::codec_
   std::size_t const count = vals.size() / sizeof(T);
   require(count <= extent, errc::malformed_message, "{}: {} values for a tensor of {} elements", codec, count, extent);
   grow(idx, count);
-  wire::decode_sorted_indices<std::uint32_t>(f.sections[1], extent, std::span<std::uint32_t>(idx.data(), count));
+  sluice::wire::decode_sorted_indices<std::uint32_t>(f.sections[1], extent,
+                                                     std::span<std::uint32_t>(idx.data(), count));
   return {count, extent, vals};
 }
 
@@ -102,4 +103,4 @@ void to_sparse_buffer(sparse_frame_view const& f, std::span<std::uint32_t const>
   }
 }
 
-}  // namespace sluice::compress_detail
+}  // namespace sluice::detail::compress

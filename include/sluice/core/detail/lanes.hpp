@@ -19,16 +19,16 @@
 /// Lane operations and the helpers of a stamped body: always inlined (each is a few instructions).
 #define SLUICE_SIMD_INLINE __attribute__((always_inline)) inline
 
-namespace sluice::simd_detail {
+namespace sluice::detail::simd {
 
-template <simd L>
+template <sluice::simd L>
 struct vf32;
-template <simd L>
+template <sluice::simd L>
 struct vi32;
 
 #if defined(__SSE2__)
 template <>
-struct vf32<simd::baseline> {
+struct vf32<sluice::simd::baseline> {
   static constexpr std::size_t width = 4;
   __m128 v;
   static SLUICE_SIMD_INLINE vf32 load(float const* p) noexcept { return {_mm_loadu_ps(p)}; }
@@ -73,7 +73,7 @@ struct vf32<simd::baseline> {
 
 /// Four int32 lanes (levels of the quantizers).
 template <>
-struct vi32<simd::baseline> {
+struct vi32<sluice::simd::baseline> {
   static constexpr std::size_t width = 4;
   __m128i v;
   /// Truncated toward zero (NaN and out of range: INT_MIN).
@@ -115,8 +115,8 @@ struct vi32<simd::baseline> {
     for (int q = 0; q < 4; ++q)
       _mm_stream_si128(reinterpret_cast<__m128i*>(dst) + q, _mm_load_si128(reinterpret_cast<__m128i const*>(src) + q));
   }
-  static SLUICE_SIMD_INLINE vi32 truncate(vf32<simd::baseline> x) noexcept { return {_mm_cvttps_epi32(x.v)}; }
-  static SLUICE_SIMD_INLINE vf32<simd::baseline> to_float(vi32 x) noexcept { return {_mm_cvtepi32_ps(x.v)}; }
+  static SLUICE_SIMD_INLINE vi32 truncate(vf32<sluice::simd::baseline> x) noexcept { return {_mm_cvttps_epi32(x.v)}; }
+  static SLUICE_SIMD_INLINE vf32<sluice::simd::baseline> to_float(vi32 x) noexcept { return {_mm_cvtepi32_ps(x.v)}; }
   /// width bytes, zero-extended.
   static SLUICE_SIMD_INLINE vi32 load_u8(std::uint8_t const* p) noexcept {
     std::int32_t w;
@@ -138,7 +138,7 @@ struct vi32<simd::baseline> {
     _mm_storel_epi64(reinterpret_cast<__m128i*>(out), _mm_packus_epi16(pairs, pairs));
   }
   /// The bits of x.
-  static SLUICE_SIMD_INLINE vi32 bits_of(vf32<simd::baseline> x) noexcept { return {_mm_castps_si128(x.v)}; }
+  static SLUICE_SIMD_INLINE vi32 bits_of(vf32<sluice::simd::baseline> x) noexcept { return {_mm_castps_si128(x.v)}; }
   friend SLUICE_SIMD_INLINE vi32 operator+(vi32 a, vi32 b) noexcept { return {_mm_add_epi32(a.v, b.v)}; }
   friend SLUICE_SIMD_INLINE vi32 operator|(vi32 a, vi32 b) noexcept { return {_mm_or_si128(a.v, b.v)}; }
   /// Bit j set when lane j of a == lane j of b.
@@ -146,7 +146,7 @@ struct vi32<simd::baseline> {
     return static_cast<unsigned>(_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(a.v, b.v))));
   }
   /// Lane j of `nan` where lane j of x is NaN, else lane j of `other`.
-  static SLUICE_SIMD_INLINE vi32 nan_select(vf32<simd::baseline> x, vi32 nan, vi32 other) noexcept {
+  static SLUICE_SIMD_INLINE vi32 nan_select(vf32<sluice::simd::baseline> x, vi32 nan, vi32 other) noexcept {
     __m128i const m = _mm_castps_si128(_mm_cmpunord_ps(x.v, x.v));
     return {_mm_or_si128(_mm_and_si128(m, nan.v), _mm_andnot_si128(m, other.v))};
   }
@@ -208,7 +208,7 @@ struct vi32<simd::baseline> {
 };
 #else
 template <>
-struct vf32<simd::baseline> {
+struct vf32<sluice::simd::baseline> {
   static constexpr std::size_t width = 1;
   float v;
   static SLUICE_SIMD_INLINE vf32 load(float const* p) noexcept { return {*p}; }
@@ -248,7 +248,7 @@ struct vf32<simd::baseline> {
 };
 
 template <>
-struct vi32<simd::baseline> {
+struct vi32<sluice::simd::baseline> {
   static constexpr std::size_t width = 1;
   std::int32_t v;
   static SLUICE_SIMD_INLINE vi32 load_bits(float const* p) noexcept {
@@ -271,11 +271,11 @@ struct vi32<simd::baseline> {
     out[2] = static_cast<std::uint32_t>(c.v), out[3] = static_cast<std::uint32_t>(d.v);
   }
   static SLUICE_SIMD_INLINE void stream64(std::byte* dst, std::byte const* src) noexcept { std::memcpy(dst, src, 64); }
-  static SLUICE_SIMD_INLINE vi32 truncate(vf32<simd::baseline> x) noexcept {
+  static SLUICE_SIMD_INLINE vi32 truncate(vf32<sluice::simd::baseline> x) noexcept {
     bool const in = x.v > -2147483648.0f && x.v < 2147483648.0f;  // false for NaN
     return {in ? static_cast<std::int32_t>(x.v) : INT32_MIN};
   }
-  static SLUICE_SIMD_INLINE vf32<simd::baseline> to_float(vi32 x) noexcept { return {static_cast<float>(x.v)}; }
+  static SLUICE_SIMD_INLINE vf32<sluice::simd::baseline> to_float(vi32 x) noexcept { return {static_cast<float>(x.v)}; }
   static SLUICE_SIMD_INLINE vi32 load_u8(std::uint8_t const* p) noexcept { return {*p}; }
   static SLUICE_SIMD_INLINE std::uint8_t sat(vi32 x) noexcept {
     return static_cast<std::uint8_t>(x.v < 0 ? 0 : x.v > 255 ? 255 : x.v);
@@ -287,7 +287,7 @@ struct vi32<simd::baseline> {
     out[0] = static_cast<std::byte>(sat(a) | sat(b) << 4);
     out[1] = static_cast<std::byte>(sat(c) | sat(d) << 4);
   }
-  static SLUICE_SIMD_INLINE vi32 bits_of(vf32<simd::baseline> x) noexcept {
+  static SLUICE_SIMD_INLINE vi32 bits_of(vf32<sluice::simd::baseline> x) noexcept {
     std::int32_t b;
     std::memcpy(&b, &x.v, 4);
     return {b};
@@ -297,7 +297,7 @@ struct vi32<simd::baseline> {
   }
   friend SLUICE_SIMD_INLINE vi32 operator|(vi32 a, vi32 b) noexcept { return {a.v | b.v}; }
   friend SLUICE_SIMD_INLINE unsigned eq_mask(vi32 a, vi32 b) noexcept { return a.v == b.v ? 1u : 0u; }
-  static SLUICE_SIMD_INLINE vi32 nan_select(vf32<simd::baseline> x, vi32 nan, vi32 other) noexcept {
+  static SLUICE_SIMD_INLINE vi32 nan_select(vf32<sluice::simd::baseline> x, vi32 nan, vi32 other) noexcept {
     return x.v != x.v ? nan : other;
   }
   static SLUICE_SIMD_INLINE void store_hi16(std::uint16_t* out, vi32 a, vi32 b) noexcept {
@@ -332,7 +332,7 @@ inline constexpr auto compress_positions = [] {
 
 SLUICE_SIMD_BEGIN_AVX2
 template <>
-struct vf32<simd::avx2> {
+struct vf32<sluice::simd::avx2> {
   static constexpr std::size_t width = 8;
   __m256 v;
   static SLUICE_SIMD_INLINE vf32 load(float const* p) noexcept { return {_mm256_loadu_ps(p)}; }
@@ -378,7 +378,7 @@ struct vf32<simd::avx2> {
 };
 
 template <>
-struct vi32<simd::avx2> {
+struct vi32<sluice::simd::avx2> {
   static constexpr std::size_t width = 8;
   __m256i v;
   static SLUICE_SIMD_INLINE vi32 load_bits(float const* p) noexcept {
@@ -416,8 +416,8 @@ struct vi32<simd::avx2> {
       _mm256_stream_si256(reinterpret_cast<__m256i*>(dst) + q,
                           _mm256_load_si256(reinterpret_cast<__m256i const*>(src) + q));
   }
-  static SLUICE_SIMD_INLINE vi32 truncate(vf32<simd::avx2> x) noexcept { return {_mm256_cvttps_epi32(x.v)}; }
-  static SLUICE_SIMD_INLINE vf32<simd::avx2> to_float(vi32 x) noexcept { return {_mm256_cvtepi32_ps(x.v)}; }
+  static SLUICE_SIMD_INLINE vi32 truncate(vf32<sluice::simd::avx2> x) noexcept { return {_mm256_cvttps_epi32(x.v)}; }
+  static SLUICE_SIMD_INLINE vf32<sluice::simd::avx2> to_float(vi32 x) noexcept { return {_mm256_cvtepi32_ps(x.v)}; }
   static SLUICE_SIMD_INLINE vi32 load_u8(std::uint8_t const* p) noexcept {
     return {_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<__m128i const*>(p)))};
   }
@@ -440,13 +440,13 @@ struct vi32<simd::avx2> {
     __m128i const v = _mm_unpacklo_epi16(_mm256_castsi256_si128(packed), _mm256_extracti128_si256(packed, 1));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out), v);
   }
-  static SLUICE_SIMD_INLINE vi32 bits_of(vf32<simd::avx2> x) noexcept { return {_mm256_castps_si256(x.v)}; }
+  static SLUICE_SIMD_INLINE vi32 bits_of(vf32<sluice::simd::avx2> x) noexcept { return {_mm256_castps_si256(x.v)}; }
   friend SLUICE_SIMD_INLINE vi32 operator+(vi32 a, vi32 b) noexcept { return {_mm256_add_epi32(a.v, b.v)}; }
   friend SLUICE_SIMD_INLINE vi32 operator|(vi32 a, vi32 b) noexcept { return {_mm256_or_si256(a.v, b.v)}; }
   friend SLUICE_SIMD_INLINE unsigned eq_mask(vi32 a, vi32 b) noexcept {
     return static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(a.v, b.v))));
   }
-  static SLUICE_SIMD_INLINE vi32 nan_select(vf32<simd::avx2> x, vi32 nan, vi32 other) noexcept {
+  static SLUICE_SIMD_INLINE vi32 nan_select(vf32<sluice::simd::avx2> x, vi32 nan, vi32 other) noexcept {
     return {_mm256_blendv_epi8(other.v, nan.v, _mm256_castps_si256(_mm256_cmp_ps(x.v, x.v, _CMP_UNORD_Q)))};
   }
   /// The in-lane pack gives [a0-3 b0-3 | a4-7 b4-7]; the permutation orders the quarters.
@@ -505,7 +505,7 @@ SLUICE_SIMD_END_AVX2
 #if SLUICE_HAVE_AVX512_TARGET
 SLUICE_SIMD_BEGIN_AVX512
 template <>
-struct vf32<simd::avx512> {
+struct vf32<sluice::simd::avx512> {
   static constexpr std::size_t width = 16;
   __m512 v;
   static SLUICE_SIMD_INLINE vf32 load(float const* p) noexcept { return {_mm512_loadu_ps(p)}; }
@@ -534,7 +534,7 @@ struct vf32<simd::avx512> {
 };
 
 template <>
-struct vi32<simd::avx512> {
+struct vi32<sluice::simd::avx512> {
   static constexpr std::size_t width = 16;
   __m512i v;
   static SLUICE_SIMD_INLINE vi32 load_bits(float const* p) noexcept { return {_mm512_loadu_si512(p)}; }
@@ -571,13 +571,13 @@ struct vi32<simd::avx512> {
   static SLUICE_SIMD_INLINE void stream64(std::byte* dst, std::byte const* src) noexcept {
     _mm512_stream_si512(reinterpret_cast<__m512i*>(dst), _mm512_load_si512(src));
   }
-  static SLUICE_SIMD_INLINE vi32 bits_of(vf32<simd::avx512> x) noexcept { return {_mm512_castps_si512(x.v)}; }
+  static SLUICE_SIMD_INLINE vi32 bits_of(vf32<sluice::simd::avx512> x) noexcept { return {_mm512_castps_si512(x.v)}; }
   friend SLUICE_SIMD_INLINE vi32 operator+(vi32 a, vi32 b) noexcept { return {_mm512_add_epi32(a.v, b.v)}; }
   friend SLUICE_SIMD_INLINE vi32 operator|(vi32 a, vi32 b) noexcept { return {_mm512_or_si512(a.v, b.v)}; }
   friend SLUICE_SIMD_INLINE unsigned eq_mask(vi32 a, vi32 b) noexcept {
     return _cvtmask16_u32(_mm512_cmpeq_epi32_mask(a.v, b.v));
   }
-  static SLUICE_SIMD_INLINE vi32 nan_select(vf32<simd::avx512> x, vi32 nan, vi32 other) noexcept {
+  static SLUICE_SIMD_INLINE vi32 nan_select(vf32<sluice::simd::avx512> x, vi32 nan, vi32 other) noexcept {
     return {_mm512_mask_mov_epi32(other.v, _mm512_cmp_ps_mask(x.v, x.v, _CMP_UNORD_Q), nan.v)};
   }
   /// The odd halfwords of a and b, in order (one two-source permutation).
@@ -629,4 +629,4 @@ struct vi32<simd::avx512> {
 SLUICE_SIMD_END_AVX512
 #endif
 
-}  // namespace sluice::simd_detail
+}  // namespace sluice::detail::simd

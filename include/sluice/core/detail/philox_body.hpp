@@ -9,7 +9,7 @@ namespace sluice::detail {
 
 template <>
 struct philox_words<SLUICE_SIMD_LEVEL> {
-  using I = simd_detail::vi32<SLUICE_SIMD_LEVEL>;
+  using I = detail::simd::vi32<SLUICE_SIMD_LEVEL>;
   static constexpr std::size_t w = I::width;
 
   /// G groups of w blocks from block `first`, interleaved round by round: one group is a chain of

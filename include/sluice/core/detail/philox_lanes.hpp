@@ -91,7 +91,7 @@ struct philox_lanes {
 };
 
 /// philox_lanes::words at level L (core/detail/philox_body.hpp, stamped below).
-template <simd L>
+template <sluice::simd L>
 struct philox_words;
 
 }  // namespace sluice::detail
@@ -103,8 +103,8 @@ namespace sluice::detail {
 
 inline void philox_lanes::words(std::uint64_t first, std::size_t blocks,
                                 std::uint32_t* SLUICE_RESTRICT out) const noexcept {
-  std::size_t const j =
-      simd_detail::dispatch([&](auto l) { return philox_words<decltype(l)::value>::words(*this, first, blocks, out); });
+  std::size_t const j = detail::simd::dispatch(
+      [&](auto l) { return philox_words<decltype(l)::value>::words(*this, first, blocks, out); });
   words_scalar(first + j, blocks - j, out + 4 * j);
 }
 

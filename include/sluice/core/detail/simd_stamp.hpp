@@ -1,7 +1,7 @@
 // Stamps a SIMD kernel body once per instruction-set level (no include guard: included once per
 // body). Define SLUICE_SIMD_BODY as the body's header, then include this; the body sees
 // SLUICE_SIMD_LEVEL (a sluice::simd value) and defines the explicit specialization of its class
-// template for that level over simd_detail::vf32<SLUICE_SIMD_LEVEL>. The avx2 and avx512 copies
+// template for that level over detail::simd::vf32<SLUICE_SIMD_LEVEL>. The avx2 and avx512 copies
 // are compiled for those targets (SLUICE_SIMD_BEGIN_*), so their lane operations inline.
 // Define SLUICE_SIMD_MAX_AVX2 to stop at AVX2 (dispatch with that cap).
 #include <sluice/core/detail/lanes.hpp>

@@ -1,6 +1,6 @@
 // Kernels of block_top_k: the L1/L2 block scores (with feedback fused), the kept blocks' residual and
 // the gather of their elements.
-// Kernels only, in cuda_detail (see launch.cuh); their launchers are in sluice/cuda/block_top_k.cuh.
+// Kernels only, in detail::cuda (see launch.cuh); their launchers are in sluice/cuda/block_top_k.cuh.
 #pragma once
 
 #include <algorithm>
@@ -13,7 +13,7 @@
 
 #include <sluice/cuda/detail/launch.cuh>
 
-namespace sluice::cuda_detail {
+namespace sluice::detail::cuda {
 
 /// Scores of the blocks of block_top_k (block_top_k_score), one thread per block.
 __global__ void block_scores(float const* __restrict__ x, std::size_t n, unsigned block, bool l2,
@@ -60,4 +60,4 @@ __global__ void gather_blocks(float const* __restrict__ x, std::size_t n, unsign
   }
 }
 
-}  // namespace sluice::cuda_detail
+}  // namespace sluice::detail::cuda

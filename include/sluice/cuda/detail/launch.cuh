@@ -18,7 +18,7 @@ namespace sluice::cuda {}  // namespace sluice::cuda
 
 // The kernels live outside any namespace named `cuda`: nvcc's generated launch stubs would read
 // libcu++'s ::cuda there as sluice::cuda and fail to compile.
-namespace sluice::cuda_detail {
+namespace sluice::detail::cuda {
 
 using namespace sluice::cuda;
 
@@ -51,4 +51,4 @@ inline unsigned grid_for(std::size_t n, std::size_t per_thread = 1) noexcept {
   return static_cast<unsigned>(std::clamp<std::size_t>(want, 1, 132 * 32));
 }
 
-}  // namespace sluice::cuda_detail
+}  // namespace sluice::detail::cuda

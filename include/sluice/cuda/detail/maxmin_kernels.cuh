@@ -1,6 +1,6 @@
 // Kernels of error feedback around max-min quantization: fused c = g + e, the bucket range by a CUB
 // block reduction, the levels packed, e = c - decode; and dense += decode.
-// Kernels only, in cuda_detail (see launch.cuh); their launchers are in sluice/cuda/maxmin.cuh.
+// Kernels only, in detail::cuda (see launch.cuh); their launchers are in sluice/cuda/maxmin.cuh.
 #pragma once
 
 #include <algorithm>
@@ -15,7 +15,7 @@
 
 #include <sluice/cuda/detail/launch.cuh>
 
-namespace sluice::cuda_detail {
+namespace sluice::detail::cuda {
 
 struct merge_range {
   __device__ maxmin_range_acc operator()(maxmin_range_acc a, maxmin_range_acc const& b) const noexcept {
@@ -129,4 +129,4 @@ __global__ void dequantize_add(float* __restrict__ dense, std::size_t n, maxmin_
   }
 }
 
-}  // namespace sluice::cuda_detail
+}  // namespace sluice::detail::cuda

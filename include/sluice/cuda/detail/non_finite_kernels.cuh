@@ -1,6 +1,6 @@
 // Kernels of error feedback's non-finite handling: the fused compensation x = g + x counting NaN and
 // Inf, the clearing of non-finite residuals, the search for the first NaN or Inf.
-// Kernels only, in cuda_detail (see launch.cuh); their launchers are in sluice/cuda/non_finite.cuh.
+// Kernels only, in detail::cuda (see launch.cuh); their launchers are in sluice/cuda/non_finite.cuh.
 #pragma once
 
 #include <algorithm>
@@ -13,7 +13,7 @@
 
 #include <sluice/cuda/detail/launch.cuh>
 
-namespace sluice::cuda_detail {
+namespace sluice::detail::cuda {
 
 /// The end of a sparse selection with feedback fused, as sluice::residual ends it: when this call
 /// counted non-finite compensated values (*bad != 0), every non-finite residual becomes +0 and the
@@ -58,4 +58,4 @@ __global__ void __launch_bounds__(threads)
   add_non_finite(bad, own);
 }
 
-}  // namespace sluice::cuda_detail
+}  // namespace sluice::detail::cuda

@@ -1,6 +1,6 @@
 // Kernels of the dense optimizer steps (fp32 moments, float4 loads) and of the element-targeted
 // steps (lazy sparse, catch-up replay, bf16 moments).
-// Kernels only, in cuda_detail (see launch.cuh); their launchers are in sluice/cuda/optim.cuh.
+// Kernels only, in detail::cuda (see launch.cuh); their launchers are in sluice/cuda/optim.cuh.
 #pragma once
 
 #include <algorithm>
@@ -13,7 +13,7 @@
 
 #include <sluice/cuda/detail/launch.cuh>
 
-namespace sluice::cuda_detail {
+namespace sluice::detail::cuda {
 
 __global__ void __launch_bounds__(threads)
     adam_step(float* __restrict__ p, float const* __restrict__ g, float* __restrict__ m, float* __restrict__ v,
@@ -110,4 +110,4 @@ __global__ void __launch_bounds__(threads)
   }
 }
 
-}  // namespace sluice::cuda_detail
+}  // namespace sluice::detail::cuda

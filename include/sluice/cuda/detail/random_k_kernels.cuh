@@ -1,6 +1,6 @@
 // Kernels of random_k's shared-randomness draw (Floyd's steps resolved per thread, a table of first
 // draws, a bitmap read in order) and the gather of the drawn values.
-// Kernels only, in cuda_detail (see launch.cuh); their launchers are in sluice/cuda/random_k.cuh.
+// Kernels only, in detail::cuda (see launch.cuh); their launchers are in sluice/cuda/random_k.cuh.
 #pragma once
 
 #include <algorithm>
@@ -13,7 +13,7 @@
 
 #include <sluice/cuda/detail/launch.cuh>
 
-namespace sluice::cuda_detail {
+namespace sluice::detail::cuda {
 
 /// Slot of value t in random_k's table of first draws (Fibonacci hashing, linear probing).
 __device__ inline std::size_t random_k_slot(unsigned t, std::size_t mask) noexcept {
@@ -88,4 +88,4 @@ __global__ void random_k_gather(float* __restrict__ x, std::uint32_t const* __re
   }
 }
 
-}  // namespace sluice::cuda_detail
+}  // namespace sluice::detail::cuda

@@ -1,5 +1,5 @@
 // The kernels of dense[idx] += vals (distinct indices, as in every sluice sparse frame).
-// Kernels only, in cuda_detail (see launch.cuh); their launchers are in sluice/cuda/scatter.cuh.
+// Kernels only, in detail::cuda (see launch.cuh); their launchers are in sluice/cuda/scatter.cuh.
 #pragma once
 
 #include <algorithm>
@@ -12,7 +12,7 @@
 
 #include <sluice/cuda/detail/launch.cuh>
 
-namespace sluice::cuda_detail {
+namespace sluice::detail::cuda {
 
 __global__ void scatter_add(float* __restrict__ dense, std::uint32_t const* __restrict__ idx,
                             float const* __restrict__ vals, std::size_t k) {
@@ -33,4 +33,4 @@ __global__ void scatter_add_blocks(float* __restrict__ dense, std::size_t n, uns
   }
 }
 
-}  // namespace sluice::cuda_detail
+}  // namespace sluice::detail::cuda

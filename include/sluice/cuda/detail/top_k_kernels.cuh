@@ -1,6 +1,6 @@
 // Kernels of the exact top-k by radix select on the magnitude bits (three histogram passes, 11 + 11 +
 // 9 bits, AIR top-k style), the tie handling and the gather of the selected values.
-// Kernels only, in cuda_detail (see launch.cuh); their launchers are in sluice/cuda/top_k.cuh.
+// Kernels only, in detail::cuda (see launch.cuh); their launchers are in sluice/cuda/top_k.cuh.
 #pragma once
 
 #include <algorithm>
@@ -16,7 +16,7 @@
 
 #include <sluice/cuda/detail/launch.cuh>
 
-namespace sluice::cuda_detail {
+namespace sluice::detail::cuda {
 
 /// Radix-select state of one top-k call, in device memory.
 struct top_k_state {
@@ -72,8 +72,8 @@ __global__ void __launch_bounds__(threads)
       float4 v = reinterpret_cast<float4 const*>(x)[i];
       if (Pass == 0 && g != nullptr) {
         float4 const gv = reinterpret_cast<float4 const*>(g)[i];
-        v = make_float4(cuda::detail::add(gv.x, v.x), cuda::detail::add(gv.y, v.y), cuda::detail::add(gv.z, v.z),
-                        cuda::detail::add(gv.w, v.w));
+        v = make_float4(detail::ieee::add(gv.x, v.x), detail::ieee::add(gv.y, v.y), detail::ieee::add(gv.z, v.z),
+                        detail::ieee::add(gv.w, v.w));
         reinterpret_cast<float4*>(x)[i] = v;
         own += non_finite_count(v.x) + non_finite_count(v.y) + non_finite_count(v.z) + non_finite_count(v.w);
       }
@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(threads)
     for (std::size_t i = 4 * quads + first; i < n; i += stride) {
       float v = x[i];
       if (Pass == 0 && g != nullptr) {
-        x[i] = v = cuda::detail::add(g[i], v);
+        x[i] = v = detail::ieee::add(g[i], v);
         own += non_finite_count(v);
       }
       rank(v);
@@ -173,8 +173,8 @@ __global__ void top_k_gather(float* __restrict__ x, std::uint32_t const* __restr
   for (std::size_t j = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; j < k; j += stride) {
     float const v = x[idx[j]];
     vals[j] = v;
-    if (feedback) x[idx[j]] = cuda::detail::sub(v, v);
+    if (feedback) x[idx[j]] = detail::ieee::sub(v, v);
   }
 }
 
-}  // namespace sluice::cuda_detail
+}  // namespace sluice::detail::cuda

@@ -21,14 +21,14 @@
 #include <sluice/feedback/warmup.hpp>
 #include <sluice/feedback/workspace.hpp>
 
-namespace sluice::feedback_detail {
+namespace sluice::detail::feedback {
 
 inline constexpr std::size_t npos = std::numeric_limits<std::size_t>::max();
-using compress_detail::grain;
-using compress_detail::non_finite;
-using compress_detail::state_stream;
-using compress_detail::store;
-using compress_detail::store_range;
+using detail::compress::grain;
+using detail::compress::non_finite;
+using detail::compress::state_stream;
+using detail::compress::store;
+using detail::compress::store_range;
 
 /// Index of the first i with non-finite f(i), or npos. One parallel read pass.
 template <class F>
@@ -186,4 +186,4 @@ std::size_t encode_narrowed(C const& c, std::span<float const> cf, encode_contex
   }
 }
 
-}  // namespace sluice::feedback_detail
+}  // namespace sluice::detail::feedback

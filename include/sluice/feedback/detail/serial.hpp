@@ -4,9 +4,9 @@
 
 #include <sluice/core/serial.hpp>
 
-namespace sluice::feedback_detail {
+namespace sluice::detail::feedback {
 using serial::append;
 using serial::put;
 using serial::reader;
 using serial::stable_hash;
-}  // namespace sluice::feedback_detail
+}  // namespace sluice::detail::feedback

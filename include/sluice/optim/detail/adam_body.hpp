@@ -10,8 +10,8 @@ namespace sluice::detail::optim {
 
 template <>
 struct adam_lanes<SLUICE_SIMD_LEVEL> {
-  using V = simd_detail::vf32<SLUICE_SIMD_LEVEL>;
-  using I = simd_detail::vi32<SLUICE_SIMD_LEVEL>;
+  using V = detail::simd::vf32<SLUICE_SIMD_LEVEL>;
+  using I = detail::simd::vi32<SLUICE_SIMD_LEVEL>;
   static constexpr std::size_t w = V::width;
 
   /// The per-step constants, one in every lane.

@@ -22,7 +22,7 @@ struct adam_scalars {
 };
 
 /// The fp32 step at level L (optim/detail/adam_body.hpp, stamped below).
-template <simd L>
+template <sluice::simd L>
 struct adam_lanes;
 
 }  // namespace sluice::detail::optim
@@ -74,14 +74,14 @@ struct adam_kernel : adam_scalars {
   }
 
   /// One step on n contiguous float elements (params, gradient, m, v) in place, at level L.
-  template <simd L>
+  template <sluice::simd L>
   void core_at(float* p, float const* g, float* mm, float* vv, std::size_t n) const noexcept {
     with_decay([&]<bool L2, bool D>() { adam_lanes<L>::template dense<L2, D>(*this, p, g, mm, vv, n); });
   }
 
   /// One step on n contiguous float elements (one tile), at this process's level.
   void core(float* p, float const* g, float* const* m, float*, std::size_t n) const noexcept {
-    simd_detail::dispatch([&](auto l) { core_at<decltype(l)::value>(p, g, m[0], m[1], n); });
+    detail::simd::dispatch([&](auto l) { core_at<decltype(l)::value>(p, g, m[0], m[1], n); });
   }
 
   /// core() over a whole range (run_contiguous's fp32 path without catch-up or shadow): the level
@@ -94,7 +94,7 @@ struct adam_kernel : adam_scalars {
   template <class Index>
   void core_blocks(float* p, float* mm, float* vv, float const* vals, Index const* idx, std::size_t count,
                    std::size_t b, std::size_t n, std::size_t ahead) const noexcept {
-    simd_detail::dispatch([&](auto l) {
+    detail::simd::dispatch([&](auto l) {
       with_decay([&]<bool L2, bool D>() {
         adam_lanes<decltype(l)::value>::template blocks<L2, D>(*this, p, mm, vv, vals, idx, count, b, n, ahead);
       });
@@ -103,14 +103,14 @@ struct adam_kernel : adam_scalars {
 
   /// bf16 moments in one pass with the rounding halfwords rnd[0 .. n) (adam_lanes::bf16), at
   /// level L: the words through memory (the fused loop's reference in the tests).
-  template <simd L>
+  template <sluice::simd L>
   void core_bf16_at(float* p, float const* g, std::uint16_t* mb, std::uint16_t* vb, std::uint16_t const* rnd,
                     std::size_t n) const noexcept {
     with_decay([&]<bool L2, bool D>() { adam_lanes<L>::template bf16<L2, D>(*this, p, g, mb, vb, rnd, n); });
   }
 
   /// The fused bf16 step of elements first .. first + n - 1 (adam_lanes::bf16_stream) at level L.
-  template <simd L>
+  template <sluice::simd L>
   void core_bf16_stream_at(float* p, float const* g, std::uint16_t* mb, std::uint16_t* vb, philox_lanes const& rs,
                            std::uint64_t first, std::size_t n) const noexcept {
     with_decay(
@@ -120,7 +120,7 @@ struct adam_kernel : adam_scalars {
   /// The fused bf16 step at this process's level.
   void core_bf16_stream(float* p, float const* g, std::uint16_t* mb, std::uint16_t* vb, philox_lanes const& rs,
                         std::uint64_t first, std::size_t n) const noexcept {
-    simd_detail::dispatch([&](auto l) { core_bf16_stream_at<decltype(l)::value>(p, g, mb, vb, rs, first, n); });
+    detail::simd::dispatch([&](auto l) { core_bf16_stream_at<decltype(l)::value>(p, g, mb, vb, rs, first, n); });
   }
 
   /// Replays steps last[i]+1 .. target with zero gradient (the geometric approximation, see

@@ -9,7 +9,7 @@ namespace sluice::detail::optim {
 
 template <>
 struct sgd_lanes<SLUICE_SIMD_LEVEL> {
-  using V = simd_detail::vf32<SLUICE_SIMD_LEVEL>;
+  using V = detail::simd::vf32<SLUICE_SIMD_LEVEL>;
 
   /// torch.optim.SGD on width elements: d = g + wd p; b = d (first step) or mu b + (1 - dampening) d;
   /// d = d + mu b (Nesterov) or b; p = p - lr d. Every product rounded.

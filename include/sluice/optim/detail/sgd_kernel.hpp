@@ -18,7 +18,7 @@ struct sgd_scalars {
 };
 
 /// The step at level L (optim/detail/sgd_body.hpp, stamped below).
-template <simd L>
+template <sluice::simd L>
 struct sgd_lanes;
 
 }  // namespace sluice::detail::optim
@@ -60,7 +60,7 @@ struct sgd_kernel : sgd_scalars {
 
   /// sgd_lanes<L>'s body for this step's options (momentum, weight decay, first step, Nesterov)
   /// on one tile or, with Range, on a whole range.
-  template <simd L, bool Range>
+  template <sluice::simd L, bool Range>
   void run_at(float* p, float const* g, float* b, std::size_t n) const noexcept {
     auto const go = [&]<bool M, bool W, bool F, bool N>() {
       if constexpr (Range)
@@ -87,14 +87,14 @@ struct sgd_kernel : sgd_scalars {
   /// this process's level.
   void core(float* p, float const* g, float* const* m, float*, std::size_t n) const noexcept {
     float* const b = moments == 0 ? nullptr : m[0];
-    simd_detail::dispatch([&](auto l) { run_at<decltype(l)::value, false>(p, g, b, n); });
+    detail::simd::dispatch([&](auto l) { run_at<decltype(l)::value, false>(p, g, b, n); });
   }
 
   /// core() over n contiguous elements of any length (run_contiguous's fp32 path without
   /// catch-up or shadow): the level chosen once, the tile loop inside the body.
   void core_range(float* p, float const* g, float* const* m, std::size_t n) const noexcept {
     float* const b = moments == 0 ? nullptr : m[0];
-    simd_detail::dispatch([&](auto l) { run_at<decltype(l)::value, true>(p, g, b, n); });
+    detail::simd::dispatch([&](auto l) { run_at<decltype(l)::value, true>(p, g, b, n); });
   }
 
   /// Replays steps last[i]+1 .. target with zero gradient exactly: (p, b) evolve linearly, so k
