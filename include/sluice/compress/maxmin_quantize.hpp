@@ -75,17 +75,6 @@ struct maxmin_quantize {
             "maxmin_quantize: unknown rounding mode {}", static_cast<int>(round));
   }
 
-  /// Quantizes bucket b of `in` (elements [b*bucket, ...)): returns its grid and writes its codes;
-  /// the per-bucket step of encode(), exposed for fused error-feedback passes.
-  template <Element T>
-  detail::compress::maxmin_range quantize_bucket(std::span<T const> in, std::size_t b, random_stream const& stream,
-                                                 std::uint8_t* codes) const noexcept {
-    std::size_t const first = b * bucket, len = std::min(bucket, in.size() - first);
-    auto const r = detail::compress::maxmin_bucket_range(in.data() + first, len, bits);
-    detail::compress::maxmin_quantize_bucket(in.data() + first, len, r, bits, round, stream, first, codes);
-    return r;
-  }
-
   /// Encodes `in` into `out` (at least max_encoded_bytes(in.size()) bytes); returns bytes written.
   template <Element T>
   std::size_t encode(std::type_identity_t<std::span<T const>> in, encode_context const& ctx, workspace<T>&,

@@ -16,6 +16,7 @@
 #include <sluice/compress/detail/common.hpp>
 #include <sluice/compress/detail/select.hpp>
 #include <sluice/compress/detail/sparse_frame.hpp>
+#include <sluice/compress/top_k_threshold.hpp>
 #include <sluice/core/serial.hpp>
 #include <sluice/core/sparse.hpp>
 
@@ -58,10 +59,10 @@ struct top_k {
   void validate() const { detail::compress::check_ratio(ratio, "top_k"); }
 
   /// Selects the top k of `in` into ws.indices / ws.values (first k entries) and returns the
-  /// threshold that describes the selection; the building block of encode() and of fused
-  /// error-feedback paths.
+  /// threshold that describes the selection (top_k_threshold); the building block of encode()
+  /// and of fused error-feedback paths.
   template <Element T>
-  detail::compress::top_k_threshold select(std::span<T const> in, workspace<T>& ws) const {
+  top_k_threshold select(std::span<T const> in, workspace<T>& ws) const {
     validate();
     detail::compress::check_index_range(in.size(), "top_k");
     std::size_t const k = keep(in.size());

@@ -124,8 +124,6 @@ class mpi_transport {
   class request {
    public:
     request() = default;
-    request(MPI_Request r, detail::mpi_serializer* s, int rank, int peer)
-        : req_(r), ser_(s), rank_(rank), peer_(peer) {}
     request(request&& o) noexcept
         : req_(std::exchange(o.req_, MPI_REQUEST_NULL)), ser_(o.ser_), rank_(o.rank_), peer_(o.peer_) {}
     request& operator=(request&& o) noexcept {
@@ -153,6 +151,10 @@ class mpi_transport {
     }
 
    private:
+    friend class mpi_transport;
+    request(MPI_Request r, detail::mpi_serializer* s, int rank, int peer)
+        : req_(r), ser_(s), rank_(rank), peer_(peer) {}
+
     MPI_Request req_ = MPI_REQUEST_NULL;
     detail::mpi_serializer* ser_ = nullptr;
     int rank_ = 0, peer_ = 0;

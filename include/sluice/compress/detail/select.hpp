@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <sluice/compress/detail/common.hpp>
+#include <sluice/compress/top_k_threshold.hpp>
 #include <sluice/core/element.hpp>
 #include <sluice/core/parallel.hpp>
 #include <sluice/core/simd.hpp>
@@ -35,15 +36,6 @@ inline std::int32_t magnitude_key(T x) noexcept {
     return static_cast<std::int32_t>(static_cast<std::uint32_t>(b & 0x7fffu) << 16);
   }
 }
-
-/// Result of a selection: exactly the elements with key > `key`, plus the first `ties` elements
-/// (in index order) with key == `key`, are selected. key == no_key selects nothing.
-struct top_k_threshold {
-  static constexpr std::int64_t no_key = std::int64_t{1} << 31;  ///< above every key
-  std::int64_t key = no_key;
-  std::size_t ties = 0;
-  friend bool operator==(top_k_threshold const&, top_k_threshold const&) = default;
-};
 
 /// Scratch of select_top_k; sized on the first call for a given (n, k), reused afterwards.
 template <Element T>
