@@ -37,9 +37,10 @@ int main(int argc, char** argv) {
     std::vector<std::vector<float>> grads(model.size(), std::vector<float>(512 * 512));
     sluice::random_stream const rs({.seed = 1, .rank = static_cast<std::uint32_t>(rank)});
     std::vector<std::span<float>> p(params.begin(), params.end());
-    sluice::pipeline pipe{sluice::block_top_k{.ratio = 0.01}, sluice::residual{}, sluice::adam{.lr = 1e-3},
-                          transports[static_cast<std::size_t>(rank)],
-                          sluice::pipeline_options{.staleness = staleness, .bucket_bytes = 2 << 20, .seed = 1}};
+    sluice::pipeline pipe{
+        sluice::block_top_k{.ratio = 0.01}, sluice::residual{}, sluice::adam{.lr = 1e-3},
+        transports[static_cast<std::size_t>(rank)],
+        sluice::pipeline_options{.staleness = staleness, .bucketing = {.cap_bytes = 2 << 20}, .seed = 1}};
     pipe.attach(model, p);
     if (rank == 0) pipe.set_telemetry(sink);
     for (int step = 0; step < steps; ++step) {

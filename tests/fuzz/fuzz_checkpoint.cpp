@@ -42,8 +42,8 @@ struct fixture {
     pipe = std::make_unique<test_pipeline>(
         sluice::top_k{.ratio = 0.05}, sluice::residual{}, sluice::adam{},
         std::move(sluice::local_transport::create(1)[0]),
-        sluice::pipeline_options{
-            .staleness = 2, .bucket_bytes = 256, .first_bucket_bytes = 256, .bypass_below_elements = 64});
+        sluice::pipeline_options{.staleness = 2,
+                                 .bucketing = {.cap_bytes = 256, .first_cap_bytes = 256, .bypass_below_elements = 64}});
     pipe->attach(model, spans);
     std::vector<float> gw(12 * 16), gb(12);
     for (int s = 0; s < 4; ++s) {

@@ -32,9 +32,9 @@ inline problem adaptive_job(int world, unsigned staleness) {
   p.codecs = {{top_k{.ratio = 0.2}, 1e-9}, {top_k{.ratio = 0.01}, 1e-9}};
   p.global_batches = {16 * static_cast<std::size_t>(world)};
   pipeline_options const o = small_buckets(staleness);
-  p.bucket_caps = {o.bucket_bytes};
+  p.bucket_caps = {o.bucketing.cap_bytes};
   p.staleness = {static_cast<int>(staleness)};
-  p.bucketing.first_cap_bytes = o.first_bucket_bytes;
+  p.bucketing.first_cap_bytes = o.bucketing.first_cap_bytes;
   return p;
 }
 

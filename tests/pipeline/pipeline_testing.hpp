@@ -36,8 +36,7 @@ inline layout model() {
 inline pipeline_options small_buckets(unsigned staleness = 0,
                                       compensation_method compensation = compensation_method::none) {
   return {.staleness = staleness,
-          .bucket_bytes = 12 << 10,
-          .first_bucket_bytes = 4 << 10,
+          .bucketing = {.cap_bytes = 12 << 10, .first_cap_bytes = 4 << 10},
           .seed = seed,
           .timeout = std::chrono::milliseconds(20'000),
           .compensation = {.method = compensation}};
@@ -127,16 +126,7 @@ struct hand_composition {
   ring_allreduce_workspace rws;
 
   hand_composition(C c, F f, O o, local_transport& tr, pipeline_options po, layout const& lay, model_params const& p)
-      : codec(c),
-        feedback(f),
-        opt(o),
-        t(tr),
-        options(po),
-        l(lay),
-        plan(l, bucket_options{.cap_bytes = po.bucket_bytes,
-                               .first_cap_bytes = po.first_bucket_bytes,
-                               .bypass_below_elements = po.bypass_below_elements,
-                               .bypass_max_dims = po.bypass_max_dims}) {
+      : codec(c), feedback(f), opt(o), t(tr), options(po), l(lay), plan(l, po.bucketing) {
     std::vector<std::size_t> extents;
     std::vector<std::string> names;
     std::size_t at = 0;

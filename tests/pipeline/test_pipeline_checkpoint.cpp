@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include <sluice/pipeline/all.hpp>
 #include <sluice/sluice.hpp>
 
@@ -115,6 +117,28 @@ TEST_CASE("pipeline checkpoint: a policy's identity is its fields, so reformatti
     CHECK_THROWS_WITH_AS(pipe.restore(saved[0]), doctest::Contains("other policies"), error);
   });
   test::rethrow_first(errors);
+}
+
+TEST_CASE("pipeline checkpoint: pipeline_options' identity is the one checkpoints were saved with") {
+  // The hash of pipeline_options{} before its bucket fields moved into .bucketing (main at
+  // 9b3e7fb): the same values in the same order, so checkpoints saved then still restore.
+  CHECK(serial::hash_of(pipeline_options{}) == 0xf914871655258f96ull);
+  pipeline_options const o = small_buckets(2, compensation_method::local_step);
+  bucket_options const& b = o.bucketing;
+  CHECK(serial::hash_of(o) == serial::hash_of("pipeline_options", o.staleness, b.cap_bytes, b.first_cap_bytes,
+                                              b.bypass_below_elements, b.bypass_max_dims, o.seed, o.sparse_apply,
+                                              o.compensation));
+  // The bucketing fields a pipeline could not set before change what it computes: they count
+  // once they differ from the defaults.
+  for (auto set : {+[](bucket_options& x) { x.reverse = false; }, +[](bucket_options& x) { x.chunk_bytes = 4096; },
+                   +[](bucket_options& x) { x.chunk_alignment = 16; }}) {
+    pipeline_options other = o;
+    set(other.bucketing);
+    CHECK(serial::hash_of(other) != serial::hash_of(o));
+  }
+  CHECK(fmt::format("{}", pipeline_options{})
+            .find(".bucketing = bucket_options{.cap_bytes = 26214400, "
+                  ".first_cap_bytes = 1048576,") != std::string::npos);
 }
 
 TEST_CASE("pipeline checkpoint: values a pipeline never writes are refused, nothing changes") {

@@ -587,6 +587,12 @@ TEST_CASE("pipeline: bad input is refused with a clear error") {
   auto errors = test::run_local(1, [&](local_transport& ep) {
     model_params p(model());
     CHECK_THROWS_AS((pipeline{top_k{}, residual{}, sgd{.lr = 0.1}, ep, pipeline_options{.staleness = 3}}), error);
+    CHECK_THROWS_WITH_AS(
+        (pipeline{top_k{}, residual{}, sgd{.lr = 0.1}, ep, pipeline_options{.bucketing = {.cap_bytes = 0}}}),
+        doctest::Contains("bucketing.cap_bytes is 0"), error);
+    CHECK_THROWS_WITH_AS(
+        (pipeline{top_k{}, residual{}, sgd{.lr = 0.1}, ep, pipeline_options{.bucketing = {.first_cap_bytes = 0}}}),
+        doctest::Contains("bucketing.first_cap_bytes is 0"), error);
     pipeline pipe{top_k{.ratio = 0.05}, residual{}, sgd{.lr = 0.1}, ep, small_buckets()};
     std::vector<std::vector<float>> g;
     gradients(0, 0, p, g);

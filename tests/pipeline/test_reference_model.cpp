@@ -85,10 +85,7 @@ double worst_disagreement(C codec, F feedback, O opt, unsigned staleness, compen
   test::rethrow_first(errors);
   double worst = 0;
   layout const l = model();
-  bucket_plan const plan(l, bucket_options{.cap_bytes = o.bucket_bytes,
-                                           .first_cap_bytes = o.first_bucket_bytes,
-                                           .bypass_below_elements = o.bypass_below_elements,
-                                           .bypass_max_dims = o.bypass_max_dims});
+  bucket_plan const plan(l, o.bucketing);
   for (int upto = 1; upto <= steps; ++upto) {
     using ref_opt = decltype(reference_of(opt));
     staleness_reference<ref_opt> ref{.model = l,
@@ -158,17 +155,13 @@ TEST_CASE("reference model: the test bites (a compensation the pipeline does not
   });
   test::rethrow_first(errors);
   layout const l = model();
-  staleness_reference<sgd_reference> ref{
-      .model = l,
-      .plan = bucket_plan(l, bucket_options{.cap_bytes = o.bucket_bytes,
-                                            .first_cap_bytes = o.first_bucket_bytes,
-                                            .bypass_below_elements = o.bypass_below_elements,
-                                            .bypass_max_dims = o.bypass_max_dims}),
-      .codec = {},
-      .opt = {.lr = 0.05, .momentum = 0.9},
-      .ranks = world,
-      .staleness = 1,
-      .compensation = compensation_method::local_step};
+  staleness_reference<sgd_reference> ref{.model = l,
+                                         .plan = bucket_plan(l, o.bucketing),
+                                         .codec = {},
+                                         .opt = {.lr = 0.05, .momentum = 0.9},
+                                         .ranks = world,
+                                         .staleness = 1,
+                                         .compensation = compensation_method::local_step};
   auto const want = ref.run(flat(model_params(l)), steps, reference_gradients);
   double worst = 0;
   for (std::size_t i = 0; i < want[0].size(); ++i)

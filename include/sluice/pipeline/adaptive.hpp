@@ -171,10 +171,10 @@ class adaptive_control {
     std::vector<std::size_t> const caps =
         req.bucket_cap_bytes.fixed() ? std::vector<std::size_t>{*req.bucket_cap_bytes.fixed()} : p.bucket_caps;
     for (std::size_t cap : caps)
-      require(cap == o.bucket_bytes, errc::invalid_argument,
-              "adaptive_control: the solver may choose buckets of {} bytes, but the pipeline's bucket_bytes is {} "
-              "for the whole run; fix config_request::bucket_cap_bytes = {}",
-              cap, o.bucket_bytes, o.bucket_bytes);
+      require(cap == o.bucketing.cap_bytes, errc::invalid_argument,
+              "adaptive_control: the solver may choose buckets of {} bytes, but the pipeline's bucketing.cap_bytes is "
+              "{} for the whole run; fix config_request::bucket_cap_bytes = {}",
+              cap, o.bucketing.cap_bytes, o.bucketing.cap_bytes);
     require(pipeline_tags::is_free(ctl.options().tag), errc::invalid_argument,
             "adaptive_control: controller tag {} falls among the pipeline's own tags; use a tag in [{}, {})",
             to_underlying(ctl.options().tag), pipeline_tags::first_free, to_underlying(pipeline_tags::attach));

@@ -11,6 +11,7 @@
 
 #include <fmt/core.h>
 
+#include <sluice/bucket/plan.hpp>
 #include <sluice/collective/concepts.hpp>
 #include <sluice/core/serial.hpp>
 #include <sluice/pipeline/staleness.hpp>
@@ -61,10 +62,9 @@ enum class parameter_home : std::uint8_t {
 /// Options of a pipeline. A regular value.
 struct pipeline_options {
   unsigned staleness = 0;  ///< 0, 1 or 2: the parameters step(t) leaves to the trainer hold updates 0 .. t - s
-  std::size_t bucket_bytes = std::size_t{25} << 20;       ///< bytes per bucket (bucket_options::cap_bytes), > 0
-  std::size_t first_bucket_bytes = std::size_t{1} << 20;  ///< bytes of the first bucket, > 0
-  std::size_t bypass_below_elements = 1024;               ///< tensors with fewer elements are not compressed (CGX)
-  std::size_t bypass_max_dims = 1;            ///< tensors of at most this many dimensions are not compressed
+  /// The bucket plan's options (bucket/plan.hpp): cap_bytes and first_cap_bytes (> 0), chunking,
+  /// the compression bypass of small and 1-D tensors, the fill order.
+  bucket_options bucketing{};
   std::uint64_t seed = 0;                     ///< job-wide seed of the random codecs and stochastic rounding
   std::chrono::milliseconds timeout{60'000};  ///< deadline of each collective call and of each wait for a peer
   bool sparse_apply = true;                   ///< sparse codecs: sum to a sparse result and step the optimizer sparsely
@@ -78,9 +78,16 @@ struct pipeline_options {
   /// The fields that change what a pipeline computes (attach checks, checkpoints); timeout,
   /// broadcast_parameters, measure_residual, kernel_threads, scheduling and parameters may differ
   /// between ranks and runs.
+  /// The hash is that of the options before bucketing was one field (the same values in the same
+  /// order), so checkpoints saved then still restore; bucketing's chunk_bytes, chunk_alignment and
+  /// reverse, which a pipeline could not set then, join it only when they differ from bucket_options{}.
   friend void hash_append(serial::hasher& h, pipeline_options const& o) {
-    h("pipeline_options", o.staleness, o.bucket_bytes, o.first_bucket_bytes, o.bypass_below_elements, o.bypass_max_dims,
+    bucket_options const& b = o.bucketing;
+    h("pipeline_options", o.staleness, b.cap_bytes, b.first_cap_bytes, b.bypass_below_elements, b.bypass_max_dims,
       o.seed, o.sparse_apply, o.compensation);
+    bucket_options const d{};
+    if (b.chunk_bytes != d.chunk_bytes || b.chunk_alignment != d.chunk_alignment || b.reverse != d.reverse)
+      h("bucketing", b.chunk_bytes, b.chunk_alignment, b.reverse);
   }
 };
 
@@ -134,18 +141,17 @@ struct fmt::formatter<sluice::pipeline_options> {
   constexpr auto parse(fmt::format_parse_context& ctx) -> decltype(ctx.begin()) { return ctx.begin(); }
   template <class Ctx>
   auto format(sluice::pipeline_options const& o, Ctx& ctx) const {
-    auto out = fmt::format_to(
-        ctx.out(),
-        "pipeline_options{{.staleness = {}, .bucket_bytes = {}, .first_bucket_bytes = {}, .bypass_below_elements = {}, "
-        ".bypass_max_dims = {}, .seed = {}, .timeout = {}ms, .sparse_apply = {}, .broadcast_parameters = {}, "
-        ".kernel_threads = {}, .compensation = {}, .parameters = {}, .scheduling = {{.nice = {}, .exchange_nice = {}, "
-        ".cpus = [",
-        o.staleness, o.bucket_bytes, o.first_bucket_bytes, o.bypass_below_elements, o.bypass_max_dims, o.seed,
-        o.timeout.count(), o.sparse_apply, o.broadcast_parameters, o.kernel_threads, o.compensation.method,
-        o.parameters == sluice::parameter_home::trainer ? "trainer" : "pipeline", o.scheduling.nice,
-        o.scheduling.exchange_nice);
+    auto out = fmt::format_to(ctx.out(),
+                              "pipeline_options{{.staleness = {}, .bucketing = {}, .seed = {}, .timeout = {}ms, "
+                              ".sparse_apply = {}, .broadcast_parameters = {}, .measure_residual = {}, "
+                              ".kernel_threads = {}, .compensation = {}, .scheduling = stage_scheduling{{.nice = {}, "
+                              ".exchange_nice = {}, .cpus = [",
+                              o.staleness, o.bucketing, o.seed, o.timeout.count(), o.sparse_apply,
+                              o.broadcast_parameters, o.measure_residual, o.kernel_threads, o.compensation,
+                              o.scheduling.nice, o.scheduling.exchange_nice);
     for (std::size_t i = 0; i < o.scheduling.cpus.size(); ++i)
       out = fmt::format_to(out, "{}{}", i == 0 ? "" : ", ", o.scheduling.cpus[i]);
-    return fmt::format_to(out, "]}}}}");
+    return fmt::format_to(out, "]}}, .parameters = {}}}",
+                          o.parameters == sluice::parameter_home::trainer ? "trainer" : "pipeline");
   }
 };

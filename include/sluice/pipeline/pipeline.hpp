@@ -100,10 +100,7 @@ class pipeline : detail::pipeline::machinery<C, F, O, T, Collective> {
     detail::pipeline::check_parameters(l, params);
     layout_ = l;
     run_ = detail::pipeline::agree_on_attach(t_, layout_, config_id(), describe(), options_.timeout);
-    plan_ = bucket_plan(l, bucket_options{.cap_bytes = options_.bucket_bytes,
-                                          .first_cap_bytes = options_.first_bucket_bytes,
-                                          .bypass_below_elements = options_.bypass_below_elements,
-                                          .bypass_max_dims = options_.bypass_max_dims});
+    plan_ = bucket_plan(l, options_.bucketing);
     build_buffers();
     for (std::size_t i = 0; i < params.size(); ++i) flat_.gather(i, params[i], master_);
     if (options_.broadcast_parameters)
@@ -300,7 +297,7 @@ class pipeline : detail::pipeline::machinery<C, F, O, T, Collective> {
   /// "codec + feedback + optimizer over N ranks, options" for logs and error messages.
   [[nodiscard]] std::string describe() const {
     return fmt::format("{} + {} + {} over {} ranks, staleness {}, buckets of {} bytes", codec_, feedback_, opt_,
-                       t_.size(), options_.staleness, options_.bucket_bytes);
+                       t_.size(), options_.staleness, options_.bucketing.cap_bytes);
   }
 
  private:

@@ -124,8 +124,12 @@ struct rules {
   static void validate(C const& codec, F const& feedback, O const& opt, pipeline_options const& o) {
     require(o.staleness <= 2, errc::invalid_argument,
             "pipeline: staleness {} is not supported; use 0 (synchronous), 1 or 2", o.staleness);
-    require(o.bucket_bytes > 0 && o.first_bucket_bytes > 0, errc::invalid_argument,
-            "pipeline: bucket_bytes and first_bucket_bytes must be > 0");
+    require(o.bucketing.cap_bytes > 0, errc::invalid_argument,
+            "pipeline: bucketing.cap_bytes is 0; give the bytes per bucket, > 0 (default 25 MiB)");
+    require(o.bucketing.first_cap_bytes > 0, errc::invalid_argument,
+            "pipeline: bucketing.first_cap_bytes is 0; give the bytes of the first bucket, > 0 (default 1 MiB)");
+    require(o.bucketing.chunk_alignment > 0, errc::invalid_argument,
+            "pipeline: bucketing.chunk_alignment is 0; give a chunk length multiple, > 0 (default 1024 elements)");
     require(o.timeout.count() > 0, errc::invalid_argument, "pipeline: timeout must be > 0");
     require(o.kernel_threads >= 0, errc::invalid_argument, "pipeline: kernel_threads {} must be >= 0",
             o.kernel_threads);
