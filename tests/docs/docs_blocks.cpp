@@ -257,7 +257,7 @@ TEST_CASE("docs/pipeline.md: the pipeline's loop") {
                           sluice::residual{},                  // error feedback
                           sluice::adam{.lr = 1e-3},            // optimizer, on fp32 master weights
                           std::move(transport),                // a local_transport endpoint (others: below)
-                          sluice::pipeline_options{.staleness = 1, .bucket_bytes = 4 << 20, .seed = 7}};
+                          sluice::pipeline_options{.staleness = 1, .bucketing = {.cap_bytes = 4 << 20}, .seed = 7}};
     pipe.attach(layout, params);  // every rank, same layout: checked across ranks
     for (int step = 0; step < steps; ++step) {
       forward_and_backward();  // the trainer
@@ -326,7 +326,7 @@ TEST_CASE("docs/pipeline.md and docs/solver.md: the solver's controller in a pip
   pipe.set_telemetry(mon);
   sluice::config_request want;
   want.staleness = 1;  // fixed for the run: the pipeline's options
-  want.bucket_cap_bytes = pipe.options().bucket_bytes;
+  want.bucket_cap_bytes = pipe.options().bucketing.cap_bytes;
   sluice::adaptive_control adapt(pipe, sluice::controller(s, want, {.switch_delay = 2}), [&] {
     auto const seen = mon.snapshot();
     return seen.samples() ? std::vector<double>{seen.link_estimate()} : std::vector<double>{};  // empty: configured
