@@ -36,8 +36,8 @@ TEST_CASE("messages format every kind of argument, with or without the compile-t
   std::string_view const sv = "view";
   double const ratio = 0.25;
   try {
-    sluice::require(false, sluice::errc::invalid_argument, "{} {} {:.2f} {} {} {}", name, sv, ratio, std::size_t{3},
-                    -2, sluice::errc::timeout == sluice::errc::timeout);
+    sluice::require(false, sluice::errc::invalid_argument, "{} {} {:.2f} {} {} {}", name, sv, ratio, std::size_t{3}, -2,
+                    sluice::errc::timeout == sluice::errc::timeout);
     FAIL("require returned");
   } catch (sluice::error const& e) {
     CHECK(std::string(e.what()).find("fc2.bias view 0.25 3 -2 true") == 0);

@@ -16,8 +16,8 @@
 
 namespace sluice::cuda {}  // namespace sluice::cuda
 
-// The kernels live outside any namespace named `cuda`: nvcc's generated launch stubs would read
-// libcu++'s ::cuda there as sluice::cuda and fail to compile.
+// The kernels are not declared in sluice::cuda: nvcc's generated launch stubs would read libcu++'s
+// ::cuda there as sluice::cuda and fail to compile. In sluice::detail::cuda they compile (nvcc 13).
 namespace sluice::detail::cuda {
 
 using namespace sluice::cuda;
