@@ -27,33 +27,39 @@ struct shape_args {
         rank(static_cast<unsigned>(s.range(2))) {}
 };
 
-void BM_power_sgd_encode(benchmark::State& state) {
-  shape_args const a(state);
-  auto const& x = sluice::bench::gradient(a.rows * a.cols);
-  sluice::power_sgd const c{.rank = a.rank};
+/// The gradient of the benchmark's shape, the codec, its workspace and a frame buffer.
+struct setup : shape_args {
+  sluice::bench::tensor const& x;
+  sluice::power_sgd c;
   sluice::power_sgd::workspace<float> ws;
-  std::vector<std::byte> out(c.max_encoded_bytes(x.size()));
-  sluice::encode_context const ctx{.seed = 1, .shape = a.shape};
+  std::vector<std::byte> out;
+  sluice::encode_context ctx;
+  explicit setup(benchmark::State const& s)
+      : shape_args(s),
+        x(sluice::bench::gradient(rows * cols)),
+        c{.rank = rank},
+        out(c.max_encoded_bytes(x.size())),
+        ctx{.seed = 1, .shape = shape} {}
+  std::size_t encode() { return c.encode(std::span<float const>(x), ctx, ws, std::span(out)); }
+};
+
+void BM_power_sgd_encode(benchmark::State& state) {
+  setup b(state);
   std::size_t bytes = 0;
-  for (auto _ : state) benchmark::DoNotOptimize(bytes = c.encode(std::span<float const>(x), ctx, ws, std::span(out)));
-  state.counters["ratio"] = static_cast<double>(x.size() * 4) / static_cast<double>(bytes);
-  sluice::bench::report(state, x.size(), {.read = 8});
+  for (auto _ : state) benchmark::DoNotOptimize(bytes = b.encode());
+  state.counters["ratio"] = static_cast<double>(b.x.size() * 4) / static_cast<double>(bytes);
+  sluice::bench::report(state, b.x.size(), {.read = 8});
 }
 
 void BM_power_sgd_decode(benchmark::State& state) {
-  shape_args const a(state);
-  auto const& x = sluice::bench::gradient(a.rows * a.cols);
-  sluice::power_sgd const c{.rank = a.rank};
-  sluice::power_sgd::workspace<float> ws;
-  std::vector<std::byte> out(c.max_encoded_bytes(x.size()));
-  sluice::encode_context const ctx{.seed = 1, .shape = a.shape};
-  out.resize(c.encode(std::span<float const>(x), ctx, ws, std::span(out)));
-  std::vector<float> y(x.size());
+  setup b(state);
+  b.out.resize(b.encode());
+  std::vector<float> y(b.x.size());
   for (auto _ : state) {
-    sluice::decode(c, std::span<std::byte const>(out), ctx, ws, std::span(y));
+    sluice::decode(b.c, std::span<std::byte const>(b.out), b.ctx, b.ws, std::span(y));
     benchmark::DoNotOptimize(y.data());
   }
-  sluice::bench::report(state, x.size(), {.write = 4});
+  sluice::bench::report(state, b.x.size(), {.write = 4});
 }
 
 #if defined(SLUICE_BENCH_HAVE_TORCH)
