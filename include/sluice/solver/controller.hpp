@@ -6,7 +6,8 @@
 // Integration (one controller per rank, same problem and request on every rank):
 //   sluice::controller ctl(solver, request, options);
 //   for (std::uint64_t step = 0;; ++step) {
-//     sluice::plan const& cfg = ctl.step(transport, step, {monitor.link_estimate()});  // collective call
+//     double const bw = monitor.link_estimate();
+//     sluice::plan const& cfg = ctl.step(transport, step, std::span(&bw, 1));  // collective call
 //     ... run the step with cfg.codec, cfg.batches[rank], cfg.bucket_cap_bytes, cfg.staleness ...
 //   }
 // step() must be called by every rank for every step, in order. On steps that are multiples of
