@@ -16,8 +16,9 @@
 
 namespace sluice::cuda {}  // namespace sluice::cuda
 
-// The kernels are not declared in sluice::cuda: nvcc's generated launch stubs would read libcu++'s
-// ::cuda there as sluice::cuda and fail to compile. In sluice::detail::cuda they compile (nvcc 13).
+// The kernels are not declared in sluice::cuda: the host code nvcc generates to launch them would
+// read libcu++'s ::cuda there as sluice::cuda and fail to compile. In sluice::detail::cuda they
+// compile (nvcc 13).
 namespace sluice::detail::cuda {
 
 using namespace sluice::cuda;
