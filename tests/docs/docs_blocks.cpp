@@ -235,6 +235,19 @@ struct toy_model {
   }
 };
 
+/// One worker on a 1 Gbit/s link, the toy model, two top-k candidates: the solver blocks' problem.
+sluice::problem toy_problem(toy_model const& m) {
+  sluice::problem problem;
+  problem.workers = {{.compute = {0.01, 0.0005}, .max_batch = 64}};
+  problem.links = {{.group = 1, .bytes_per_second = 125e6, .latency_seconds = 50e-6}};
+  problem.model = m.layout;
+  problem.codecs = {{sluice::top_k{.ratio = 0.2}, 1e-9}, {sluice::top_k{.ratio = 0.01}, 1e-9}};
+  problem.global_batches = {16};
+  problem.bucket_caps = {std::size_t{25} << 20};
+  problem.staleness = {1};
+  return problem;
+}
+
 /// Runs f(transport) on every rank of a local world of n threads.
 template <class F>
 void local_world(int n, F f) {
@@ -301,14 +314,7 @@ TEST_CASE("docs/pipeline.md: two tiers and the staleness compensation") {
 
 TEST_CASE("docs/pipeline.md and docs/solver.md: the solver's controller in a pipeline") {
   toy_model m;
-  sluice::problem problem;
-  problem.workers = {{.compute = {0.01, 0.0005}, .max_batch = 64}};
-  problem.links = {{.group = 1, .bytes_per_second = 125e6, .latency_seconds = 50e-6}};
-  problem.model = m.layout;
-  problem.codecs = {{sluice::top_k{.ratio = 0.2}, 1e-9}, {sluice::top_k{.ratio = 0.01}, 1e-9}};
-  problem.global_batches = {16};
-  problem.bucket_caps = {std::size_t{25} << 20};
-  problem.staleness = {1};
+  sluice::problem const problem = toy_problem(m);
   auto eps = sluice::local_transport::create(1);
   int const rank = 0, steps = 5;
   auto const& layout = m.layout;
@@ -406,14 +412,7 @@ TEST_CASE("docs/solver.md: the controller over a world of ranks") {
 
 TEST_CASE("docs/solver.md: adaptive_control in short") {
   toy_model m;
-  sluice::problem problem;
-  problem.workers = {{.compute = {0.01, 0.0005}, .max_batch = 64}};
-  problem.links = {{.group = 1, .bytes_per_second = 125e6, .latency_seconds = 50e-6}};
-  problem.model = m.layout;
-  problem.codecs = {{sluice::top_k{.ratio = 0.2}, 1e-9}, {sluice::top_k{.ratio = 0.01}, 1e-9}};
-  problem.global_batches = {16};
-  problem.bucket_caps = {std::size_t{25} << 20};
-  problem.staleness = {1};
+  sluice::problem const problem = toy_problem(m);
   sluice::solver const s(problem);
   sluice::config_request want;
   want.staleness = 1;
