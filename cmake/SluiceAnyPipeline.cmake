@@ -4,7 +4,9 @@
 # one transport: one generated translation unit per codec (each every feedback and optimizer of
 # the set), so they compile in parallel and once. Link it into the trainer, which includes
 # <sluice/pipeline/any.hpp> only. CODECS (default: all seven of sluice::any_codec) narrows the set;
-# a codec left out is a link error naming it if the trainer can choose it.
+# a codec left out is a link error naming it if the trainer can choose it. The library links
+# sluice::kernels (the kernels and plain functions compiled once, cmake/SluiceKernels.cmake), and
+# so does the trainer through it.
 function(sluice_add_any_pipeline name)
   cmake_parse_arguments(PARSE_ARGV 1 arg "" "TRANSPORT" "CODECS")
   set(_all identity top_k block_top_k random_k maxmin_quantize qsgd sign)
@@ -57,5 +59,5 @@ SLUICE_DEFINE_ANY_PIPELINE(${_param}, ${_names})
 ")
   list(APPEND _sources "${_file}")
   add_library(${name} STATIC ${_sources})
-  target_link_libraries(${name} PUBLIC ${_link})
+  target_link_libraries(${name} PUBLIC ${_link} sluice::kernels)
 endfunction()

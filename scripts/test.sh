@@ -16,7 +16,7 @@ stage() { echo; echo "=== sluice test: $* ($(date -u +%H:%M:%S)) ==="; }
 
 if [[ $skip != *" format "* ]]; then
   stage "clang-format"
-  mapfile -t files < <(git ls-files '*.hpp' '*.cpp' '*.cuh' '*.cu' 2>/dev/null || find include tests bench examples -name '*.[ch]pp')
+  mapfile -t files < <(git ls-files '*.hpp' '*.ipp' '*.cpp' '*.cuh' '*.cu' 2>/dev/null || find include tests bench examples -name '*.[chi]pp')
   clang-format --dry-run --Werror "${files[@]}"
 fi
 

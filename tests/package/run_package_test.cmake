@@ -1,7 +1,9 @@
 # Runs one packaging test in script mode: MODE is find_package or add_subdirectory. In find_package
 # mode the consumer is also configured as on a machine without the CUDA Toolkit
 # (CMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit): it must configure with the engines it asks for (mpi,
-# zmq, when this machine has them), and asking for `cuda` there must fail with sluice's message.
+# zmq, when this machine has them), and asking for `cuda` there must fail with sluice's message;
+# the installed sluice::kernels (its sources and the impl/*.ipp headers) must build and link a
+# second consumer.
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
 
@@ -55,10 +57,13 @@ if(MODE STREQUAL "find_package")
       message(FATAL_ERROR "requiring the cuda component without the CUDA Toolkit must fail naming it (rc ${rc}):\n${out}\n${err}")
     endif()
   endif()
-  run(${CMAKE_COMMAND} ${consumer} -B "${WORK_DIR}/consumer-build")
+  run(${CMAKE_COMMAND} ${consumer} -B "${WORK_DIR}/consumer-build" -DCONSUMER_KERNELS=ON)
 else()
   run(${CMAKE_COMMAND} -S "${CMAKE_CURRENT_LIST_DIR}/consumer" -B "${WORK_DIR}/consumer-build" ${common}
       -DCONSUMER_MODE=add_subdirectory -DSLUICE_SOURCE_DIR=${SLUICE_SOURCE_DIR})
 endif()
 run(${CMAKE_COMMAND} --build "${WORK_DIR}/consumer-build")
 run("${WORK_DIR}/consumer-build/consumer")
+if(MODE STREQUAL "find_package")
+  run("${WORK_DIR}/consumer-build/consumer_kernels")
+endif()

@@ -1,8 +1,10 @@
 # cmake -DNM=<nm> -DOBJECTS=<a.o;b.o> -P no_kernel_code.cmake
 # Fails if the objects of a translation unit built with SLUICE_SEPARATE_KERNELS define one of the
-# kernels sluice::kernels holds (the extern template declarations stopped working), or if they
-# call none (then the check says nothing).
-set(_kernel "(sluice::detail::optim::run_(dense|sparse)|sluice::detail::compress::select_top_k)<")
+# kernels or functions sluice::kernels holds (the extern template declarations or SLUICE_DECL
+# stopped working), or if they call none (then the check says nothing).
+set(_kernel "(sluice::detail::optim::run_(dense|sparse)<|sluice::detail::compress::select_top_k<|\
+sluice::layout::(add|deserialize|serialize)\\(|sluice::feedback_state::(save|restore)\\(|\
+sluice::detail::pipeline::stages::(~stages|reset|start|applied|emit)\\(|sluice::detail::pipeline::read_checkpoint\\(|sluice::detail::read_sysfs\\()")
 set(_defined 0)
 set(_called 0)
 foreach(_o IN LISTS OBJECTS)

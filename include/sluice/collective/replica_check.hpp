@@ -20,10 +20,10 @@
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
+#include <fmt/core.h>
 
 #include <sluice/collective/concepts.hpp>
+#include <sluice/core/detail/decimal_list.hpp>
 #include <sluice/core/error.hpp>
 #include <sluice/core/serial.hpp>
 #include <sluice/transport/concepts.hpp>
@@ -71,7 +71,7 @@ struct replica_report {
   [[nodiscard]] std::string describe() const {
     if (agree) return fmt::format("step {}: replicas agree (digest {:016x})", step, digest);
     return fmt::format("step {}: rank(s) {} hold parameters that differ from rank 0's in tensor(s) {} (first: {})",
-                       step, fmt::join(differing_ranks, ", "), fmt::join(tensors, ", "), first_tensor);
+                       step, detail::decimal_list(differing_ranks), detail::decimal_list(tensors), first_tensor);
   }
   friend bool operator==(replica_report const&, replica_report const&) = default;
 };

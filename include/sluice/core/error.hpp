@@ -11,6 +11,7 @@
 
 #include <fmt/core.h>
 
+#include <sluice/config.hpp>
 #include <sluice/core/detail/fmt_instances.hpp>
 
 namespace sluice {
@@ -30,40 +31,19 @@ namespace detail {
 class error_category_impl final : public std::error_category {
  public:
   [[nodiscard]] char const* name() const noexcept override { return "sluice"; }
-  [[nodiscard]] std::string message(int ev) const override {
-    switch (static_cast<errc>(ev)) {
-      case errc::invalid_argument:
-        return "invalid argument";
-      case errc::size_mismatch:
-        return "size mismatch";
-      case errc::malformed_message:
-        return "malformed message";
-      case errc::timeout:
-        return "timeout";
-      case errc::peer_lost:
-        return "peer lost";
-      case errc::non_finite:
-        return "non-finite value";
-      case errc::unsupported:
-        return "unsupported";
-    }
-    return "unknown sluice error";
-  }
+  [[nodiscard]] std::string message(int ev) const override;
 };
 }  // namespace detail
 
 /// The category of every sluice::errc; one instance per program.
-inline std::error_category const& error_category() noexcept {
-  static detail::error_category_impl const instance;
-  return instance;
-}
+SLUICE_DECL std::error_category const& error_category() noexcept;
 
 inline std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), error_category()}; }
 
 /// The exception thrown by host code. what() reads "<context>: <errc message>".
 class error : public std::system_error {
  public:
-  error(errc e, std::string const& what) : std::system_error(make_error_code(e), what) {}
+  error(errc e, std::string const& what);
   [[nodiscard]] errc kind() const noexcept { return static_cast<errc>(code().value()); }
 };
 
@@ -109,3 +89,7 @@ void require(bool cond, errc e, detail::message_format<std::type_identity_t<Args
 
 template <>
 struct std::is_error_code_enum<sluice::errc> : std::true_type {};
+
+#if SLUICE_HEADER_ONLY
+#include <sluice/core/impl/error.ipp>
+#endif

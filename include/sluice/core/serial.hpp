@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include <sluice/config.hpp>
 #include <sluice/core/element.hpp>  // asserts a little-endian host
 #include <sluice/core/error.hpp>
 
@@ -161,25 +162,11 @@ inline void seal(std::vector<std::byte>& out) { put<std::uint64_t>(out, stable_h
 /// the head, before the checksum). errc::malformed_message, prefixed with `what`, for a record too
 /// short, a checksum mismatch (damaged or truncated), another magic or another version; the
 /// checksum is checked first, so damaged bytes give the same error whatever field they hit.
-inline reader open_record(std::span<std::byte const> bytes, std::uint32_t magic, std::uint16_t version,
-                          std::string_view what) {
-  require(bytes.size() >= record_overhead, errc::malformed_message, "{}: {} bytes is too short for a saved state", what,
-          bytes.size());
-  std::uint64_t stored = 0;
-  std::memcpy(&stored, bytes.data() + bytes.size() - record_trailer_bytes, sizeof stored);
-  auto const body = bytes.first(bytes.size() - record_trailer_bytes);
-  require(stored == stable_hash(body), errc::malformed_message, "{}: checksum mismatch (damaged or truncated bytes)",
-          what);
-  reader r(body);
-  std::uint32_t m = 0;
-  std::uint16_t v = 0;
-  (void)r.get(m);
-  (void)r.get(v);
-  require(m == magic, errc::malformed_message, "{}: bad magic 0x{:08x} (expected 0x{:08x}); not this kind of state",
-          what, m, magic);
-  require(v == version, errc::malformed_message, "{}: format version {} is not supported (this reader: {})", what, v,
-          version);
-  return r;
-}
+SLUICE_DECL reader open_record(std::span<std::byte const> bytes, std::uint32_t magic, std::uint16_t version,
+                               std::string_view what);
 
 }  // namespace sluice::serial
+
+#if SLUICE_HEADER_ONLY
+#include <sluice/core/impl/serial.ipp>
+#endif

@@ -30,6 +30,7 @@
 #include <span>
 #include <string_view>
 
+#include <sluice/config.hpp>
 #include <sluice/core/element.hpp>
 #include <sluice/core/error.hpp>
 #include <sluice/core/parallel.hpp>
@@ -184,36 +185,8 @@ inline checksum_state block_state(std::size_t b) noexcept {
 
 /// Checksum of a whole frame; digests that `pre` (laid out for this payload) marks known are
 /// taken from it, the rest are computed (in parallel).
-inline std::uint64_t frame_checksum(std::span<std::byte const> frame,
-                                    block_digest_table const* pre = nullptr) noexcept {
-  checksum_state s;
-  s.update(frame.first(72));
-  auto const payload = frame.subspan(sluice::wire::header_bytes);
-  block_digest_table t(payload.size());
-  if (t.blocks == 0) {
-    s.update(payload);
-    return s.finish();
-  }
-  std::array<std::uint32_t, checksum_max_blocks> todo;  // blocks left to hash
-  std::size_t left = 0;
-  for (std::size_t b = 0; b < t.blocks; ++b) {
-    if (pre != nullptr && pre->payload == t.payload && pre->known[b] != 0)
-      t.digest[b] = pre->digest[b];
-    else
-      todo[left++] = static_cast<std::uint32_t>(b);
-  }
-  parallel_chunks(left, 1, [&](std::size_t i0, std::size_t i1, int) {
-    for (std::size_t i = i0; i < i1; ++i) {
-      std::size_t const b = todo[i];
-      checksum_state d = block_state(b);
-      d.update(payload.subspan(b * t.block, std::min(t.block, payload.size() - b * t.block)));
-      t.digest[b] = d.finish();
-    }
-  });
-  s.update(std::as_bytes(std::span(t.digest.data(), t.blocks)));
-  s.length += payload.size();
-  return s.finish();
-}
+SLUICE_DECL std::uint64_t frame_checksum(std::span<std::byte const> frame,
+                                         block_digest_table const* pre = nullptr) noexcept;
 
 }  // namespace sluice::detail::wire
 
@@ -378,77 +351,7 @@ struct frame {
 /// reserved bytes, section count, each section length against the bytes present (no overflow),
 /// total length, zero padding, checksum, then `expect`. Throws errc::malformed_message saying what
 /// was wrong; never reads outside `bytes`.
-inline frame parse(std::span<std::byte const> bytes, expectation const& expect = {}) {
-  using detail::wire::load;
-  std::size_t const n = bytes.size();
-  require(n >= header_bytes, errc::malformed_message, "frame of {} bytes is shorter than the {}-byte header", n,
-          header_bytes);
-  std::byte const* b = bytes.data();
-  auto const m = load<std::uint32_t>(b);
-  require(m == magic, errc::malformed_message, "bad magic 0x{:08x} (expected 0x{:08x}, \"SLCE\")", m, magic);
-  auto const v = load<std::uint16_t>(b + 4);
-  require(v <= version, errc::malformed_message,
-          "frame format version {} is newer than this reader's version {}; upgrade sluice on this rank", v, version);
-  require(v >= 1, errc::malformed_message, "frame format version 0 is invalid");
-  auto const hb = load<std::uint16_t>(b + 6);
-  require(hb == header_bytes, errc::malformed_message, "header size {} != {}", hb, header_bytes);
-  auto const et = load<std::uint8_t>(b + 10);
-  require(et >= 1 && et <= 3, errc::malformed_message, "unknown element type {}", et);
-  require(load<std::uint8_t>(b + 13) == 0 && load<std::uint16_t>(b + 14) == 0, errc::malformed_message,
-          "reserved header bytes are not zero");
-  auto const count = load<std::uint8_t>(b + 12);
-  require(count <= max_sections, errc::malformed_message, "section count {} exceeds {}", count, max_sections);
-
-  frame f;
-  f.head.codec = static_cast<codec_id>(load<std::uint16_t>(b + 8));
-  f.head.element = static_cast<element_type>(et);
-  f.head.flags = load<std::uint8_t>(b + 11);
-  f.head.tensor = load<std::uint64_t>(b + 16);
-  f.head.step = load<std::uint64_t>(b + 24);
-  f.head.extent = load<std::uint64_t>(b + 32);
-  f.section_count = count;
-
-  std::size_t pos = header_bytes;
-  for (std::size_t i = 0; i < max_sections; ++i) {
-    auto const len = load<std::uint64_t>(b + 40 + 8 * i);
-    if (i >= count) {
-      require(len == 0, errc::malformed_message, "unused section {} has length {}", i, len);
-      continue;
-    }
-    // Compare against what is left before any addition, so huge lengths cannot wrap.
-    std::size_t const left = n - pos;
-    require(len <= left && padded(static_cast<std::size_t>(len)) <= left, errc::malformed_message,
-            "section {} length {} exceeds the {} bytes left in a {}-byte frame", i, len, left, n);
-    f.sections[i] = bytes.subspan(pos, static_cast<std::size_t>(len));
-    for (std::size_t k = pos + static_cast<std::size_t>(len); k < pos + padded(static_cast<std::size_t>(len)); ++k)
-      require(b[k] == std::byte{0}, errc::malformed_message, "non-zero padding after section {}", i);
-    pos += padded(static_cast<std::size_t>(len));
-  }
-  require(pos == n, errc::malformed_message, "frame has {} trailing bytes after its sections", n - pos);
-  auto const sum = load<std::uint64_t>(b + 72);
-  require(sum == detail::wire::frame_checksum(bytes), errc::malformed_message, "checksum mismatch (corrupted frame)");
-  f.size = n;
-
-  if (expect.codec)
-    require(f.head.codec == *expect.codec, errc::malformed_message, "codec id {} where {} was expected",
-            static_cast<unsigned>(f.head.codec), static_cast<unsigned>(*expect.codec));
-  if (expect.element)
-    require(f.head.element == *expect.element, errc::malformed_message, "element type {} where {} was expected",
-            to_string(f.head.element), to_string(*expect.element));
-  if (expect.tensor)
-    require(f.head.tensor == *expect.tensor, errc::malformed_message,
-            "frame for tensor {} where tensor {} was expected", f.head.tensor, *expect.tensor);
-  if (expect.step)
-    require(f.head.step == *expect.step, errc::malformed_message, "frame for step {} where step {} was expected",
-            f.head.step, *expect.step);
-  if (expect.extent)
-    require(f.head.extent == *expect.extent, errc::malformed_message, "frame extent {} where {} was expected",
-            f.head.extent, *expect.extent);
-  if (expect.sections)
-    require(f.section_count == *expect.sections, errc::malformed_message,
-            "frame has {} sections where {} were expected", f.section_count, *expect.sections);
-  return f;
-}
+SLUICE_DECL frame parse(std::span<std::byte const> bytes, expectation const& expect = {});
 
 /// Reinterprets a section as `count` values of trivially copyable U, copying into `out`
 /// (sections are 8-byte aligned within the frame but the frame itself may not be).
@@ -467,3 +370,8 @@ void write_array(writer& w, std::span<U const> values) {
 }
 
 }  // namespace sluice::wire
+
+#if SLUICE_HEADER_ONLY
+#include <sluice/core/impl/wire.ipp>
+#include <sluice/core/impl/wire_checksum.ipp>
+#endif

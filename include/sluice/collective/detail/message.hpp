@@ -14,6 +14,7 @@
 
 #include <sluice/collective/concepts.hpp>
 #include <sluice/compress/concepts.hpp>
+#include <sluice/config.hpp>
 #include <sluice/core/error.hpp>
 #include <sluice/core/wire.hpp>
 #include <sluice/transport/concepts.hpp>
@@ -28,11 +29,8 @@ inline encode_context encode_ctx(collective_context const& ctx, int rank, std::u
 }
 
 /// Rethrows a sluice::error with the collective, tensor, step, rank and peer prepended (same errc).
-[[noreturn]] inline void rethrow_with(error const& e, char const* what, collective_context const& ctx, int rank,
-                                      int peer) {
-  throw error(e.kind(), fmt::format("{}: tensor {} step {}: rank {} with rank {}: {}", what, ctx.tensor, ctx.step, rank,
-                                    peer, e.what()));
-}
+[[noreturn]] SLUICE_DECL void rethrow_with(error const& e, char const* what, collective_context const& ctx, int rank,
+                                           int peer);
 
 /// Who a message of a collective is from and where it belongs in its call: every message is a
 /// wire frame followed by message_id_bytes of identity, the rank whose data the frame carries
@@ -60,14 +58,7 @@ inline std::uint64_t message_id_check(message_id id, std::span<std::byte const> 
 }
 
 /// Appends the identity `id` to the frame held in `msg`.
-inline void stamp(std::vector<std::byte>& msg, message_id id) {
-  std::size_t const n = msg.size();
-  std::uint64_t const check = message_id_check(id, msg);
-  msg.resize(n + message_id_bytes);
-  std::memcpy(msg.data() + n, &id.origin, 4);
-  std::memcpy(msg.data() + n + 4, &id.seq, 4);
-  std::memcpy(msg.data() + n + 8, &check, 8);
-}
+SLUICE_DECL void stamp(std::vector<std::byte>& msg, message_id id);
 
 /// The frame of a stamped message.
 inline std::span<std::byte const> frame_of(std::span<std::byte const> msg) noexcept {
@@ -235,16 +226,8 @@ class send_set {
 };
 
 /// Writes a one-section frame of fp32 values.
-inline std::size_t write_dense_frame(std::vector<std::byte>& out, std::span<float const> values,
-                                     sluice::wire::header const& h) {
-  out.reserve(sluice::wire::frame_bytes({values.size() * sizeof(float)}) + message_id_bytes);
-  out.resize(sluice::wire::frame_bytes({values.size() * sizeof(float)}));
-  sluice::wire::writer w(out, h);
-  sluice::wire::write_array(w, values);
-  std::size_t const n = w.finish();
-  out.resize(n);
-  return n;
-}
+SLUICE_DECL std::size_t write_dense_frame(std::vector<std::byte>& out, std::span<float const> values,
+                                          sluice::wire::header const& h);
 
 /// Encodes `in` with `codec` into `out` (resized to the frame).
 template <class C, class WS>
@@ -258,3 +241,7 @@ std::size_t encode_into(C const& codec, std::span<float const> in, encode_contex
 }
 
 }  // namespace sluice::detail
+
+#if SLUICE_HEADER_ONLY
+#include <sluice/collective/impl/message.ipp>
+#endif

@@ -9,7 +9,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <random>
 #include <span>
 #include <string>
 #include <string_view>
@@ -18,6 +17,7 @@
 #include <sluice/bucket/layout.hpp>
 #include <sluice/collective/concepts.hpp>
 #include <sluice/collective/detail/message.hpp>
+#include <sluice/config.hpp>
 #include <sluice/core/error.hpp>
 #include <sluice/core/serial.hpp>
 #include <sluice/pipeline/options.hpp>
@@ -25,10 +25,10 @@
 
 namespace sluice::detail::pipeline {
 
-inline void throw_verdict(std::span<std::byte const> verdict) {
-  std::string const text(reinterpret_cast<char const*>(verdict.data()) + 1, verdict.size() - 1);
-  throw_error(static_cast<errc>(static_cast<int>(verdict[0])), "{}", text);
-}
+SLUICE_DECL void throw_verdict(std::span<std::byte const> verdict);
+
+/// A run id no other attach draws: std::random_device and the clock, hashed with the configuration.
+SLUICE_DECL std::uint64_t draw_run_id(std::uint64_t config);
 
 /// Every rank sends `mine` to rank 0 on `ask`; rank 0 calls judge(p, theirs) for each (a throw is
 /// the verdict) and answers every rank on `answer` with byte 0 then `ok_payload`, or the error's
@@ -79,9 +79,7 @@ std::vector<std::byte> judged_by_root(Tr& t, std::span<std::byte const> mine, me
 template <class Tr>
 std::uint64_t agree_on_attach(Tr& t, layout const& l, std::uint64_t config, std::string_view describe,
                               std::chrono::milliseconds timeout) {
-  std::random_device rd;
-  std::uint64_t run = serial::hash_of(std::uint64_t{rd()} << 32 | rd(),
-                                      std::chrono::steady_clock::now().time_since_epoch().count(), config);
+  std::uint64_t run = draw_run_id(config);
   if (t.size() == 1) return run;
   std::vector<std::byte> mine = l.serialize();
   serial::put<std::uint64_t>(mine, config);
@@ -135,27 +133,10 @@ void agree_on_resume(Tr& t, std::uint64_t run, std::uint64_t step, std::uint64_t
 
 /// This rank's gradient weight b_rank N / sum b for batch sizes `batches` (one per rank, > 0):
 /// the mean of the weighted gradients is then sum b_r g_r / sum b.
-inline float batch_weight(std::span<std::size_t const> batches, int rank, int world) {
-  require(batches.size() == static_cast<std::size_t>(world), errc::size_mismatch,
-          "pipeline: {} batch sizes for {} ranks; give one per rank", batches.size(), world);
-  double sum = 0;
-  for (std::size_t r = 0; r < batches.size(); ++r) {
-    require(batches[r] > 0, errc::invalid_argument,
-            "pipeline: rank {}'s batch size is 0; every rank trains on "
-            "at least one sample per step",
-            r);
-    sum += static_cast<double>(batches[r]);
-  }
-  return static_cast<float>(static_cast<double>(batches[static_cast<std::size_t>(rank)]) * world / sum);
-}
+SLUICE_DECL float batch_weight(std::span<std::size_t const> batches, int rank, int world);
 
 /// The identity of a set of batch sizes (what ranks compare).
-inline std::uint64_t batches_id(std::span<std::size_t const> batches) {
-  serial::hasher h;
-  h(batches.size());
-  for (std::size_t b : batches) h(b);
-  return h.value();
-}
+SLUICE_DECL std::uint64_t batches_id(std::span<std::size_t const> batches);
 
 /// Rank 0's parameters to every rank, in messages of at most 16 MiB (engines bound a message's
 /// size: zmq_options::max_message_bytes), in order on one tag.
@@ -186,3 +167,7 @@ void broadcast_parameters(Tr& t, std::span<float> master, std::chrono::milliseco
 }
 
 }  // namespace sluice::detail::pipeline
+
+#if SLUICE_HEADER_ONLY
+#include <sluice/pipeline/impl/agreement.ipp>
+#endif

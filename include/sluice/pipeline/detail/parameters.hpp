@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <sluice/bucket/layout.hpp>
+#include <sluice/config.hpp>
 #include <sluice/pipeline/options.hpp>
 
 namespace sluice::detail::pipeline {
@@ -20,27 +21,7 @@ class published_parameters {
   /// parameter_home::pipeline: two buffers, each tensor contiguous in layout order; update u goes
   /// to buffer u % 2 (the apply of u waits for the trainer to hold u - 1, so it never writes the
   /// buffer the trainer reads).
-  void reset(parameter_home home, layout const& l, std::span<std::span<float> const> user) {
-    owned_ = home == parameter_home::pipeline;
-    user_.assign(user.begin(), user.end());
-    if (!owned_) {
-      views_[0].assign(user.begin(), user.end());
-      return;
-    }
-    for (std::size_t k = 0; k < 2; ++k) {
-      storage_[k].assign(l.total_elements(), 0.0f);
-      spans_[k].clear();
-      views_[k].clear();
-      std::size_t at = 0;
-      for (std::size_t i = 0; i < l.size(); ++i) {
-        std::span<float> const s(storage_[k].data() + at, l[i].elements());
-        spans_[k].push_back(s);
-        views_[k].emplace_back(s);
-        at += l[i].elements();
-      }
-    }
-    current_ = 0;
-  }
+  void reset(parameter_home home, layout const& l, std::span<std::span<float> const> user);
 
   /// Whether the pipeline owns the parameters (the apply thread writes each update's buffer).
   [[nodiscard]] bool owned() const noexcept { return owned_; }
@@ -68,3 +49,7 @@ class published_parameters {
 };
 
 }  // namespace sluice::detail::pipeline
+
+#if SLUICE_HEADER_ONLY
+#include <sluice/pipeline/impl/parameters.ipp>
+#endif
