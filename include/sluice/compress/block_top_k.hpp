@@ -221,8 +221,7 @@ struct block_top_k {
   }
 };
 
-static_assert(Codec<block_top_k, float> && Codec<block_top_k, half> && Codec<block_top_k, bfloat16>);
-static_assert(SparseCodec<block_top_k, float> && SparseCodec<block_top_k, half> && SparseCodec<block_top_k, bfloat16>);
+// Conformance to its concepts: tests/static/test_conformance.cpp (checked there, not in every unit).
 
 }  // namespace sluice
 

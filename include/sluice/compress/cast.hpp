@@ -110,7 +110,7 @@ struct cast {
   }
 };
 
-static_assert(Codec<cast, float> && Codec<cast, half> && Codec<cast, bfloat16>);
+// Conformance to its concepts: tests/static/test_conformance.cpp (checked there, not in every unit).
 
 }  // namespace sluice
 

@@ -72,7 +72,7 @@ struct identity {
   }
 };
 
-static_assert(Codec<identity, float> && Codec<identity, half> && Codec<identity, bfloat16>);
+// Conformance to its concepts: tests/static/test_conformance.cpp (checked there, not in every unit).
 
 }  // namespace sluice
 

@@ -185,7 +185,7 @@ struct maxmin_quantize {
   }
 };
 
-static_assert(Codec<maxmin_quantize, float> && Codec<maxmin_quantize, half> && Codec<maxmin_quantize, bfloat16>);
+// Conformance to its concepts: tests/static/test_conformance.cpp (checked there, not in every unit).
 
 }  // namespace sluice
 

@@ -259,7 +259,7 @@ struct power_sgd {
   }
 };
 
-static_assert(Codec<power_sgd, float> && Codec<power_sgd, half> && Codec<power_sgd, bfloat16>);
+// Conformance to its concepts: tests/static/test_conformance.cpp (checked there, not in every unit).
 
 }  // namespace sluice
 

@@ -174,7 +174,7 @@ struct qsgd {
   }
 };
 
-static_assert(Codec<qsgd, float> && Codec<qsgd, half> && Codec<qsgd, bfloat16>);
+// Conformance to its concepts: tests/static/test_conformance.cpp (checked there, not in every unit).
 
 }  // namespace sluice
 

@@ -178,8 +178,7 @@ struct random_k {
   }
 };
 
-static_assert(Codec<random_k, float> && Codec<random_k, half> && Codec<random_k, bfloat16>);
-static_assert(SparseCodec<random_k, float> && SparseCodec<random_k, half> && SparseCodec<random_k, bfloat16>);
+// Conformance to its concepts: tests/static/test_conformance.cpp (checked there, not in every unit).
 
 }  // namespace sluice
 

@@ -124,7 +124,7 @@ struct sign {
   }
 };
 
-static_assert(Codec<sign, float> && Codec<sign, half> && Codec<sign, bfloat16>);
+// Conformance to its concepts: tests/static/test_conformance.cpp (checked there, not in every unit).
 
 }  // namespace sluice
 

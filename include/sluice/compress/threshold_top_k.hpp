@@ -156,9 +156,7 @@ struct threshold_top_k {
   }
 };
 
-static_assert(Codec<threshold_top_k, float> && Codec<threshold_top_k, half> && Codec<threshold_top_k, bfloat16>);
-static_assert(SparseCodec<threshold_top_k, float> && SparseCodec<threshold_top_k, half> &&
-              SparseCodec<threshold_top_k, bfloat16>);
+// Conformance to its concepts: tests/static/test_conformance.cpp (checked there, not in every unit).
 
 }  // namespace sluice
 

@@ -111,8 +111,7 @@ struct top_k {
   }
 };
 
-static_assert(Codec<top_k, float> && Codec<top_k, half> && Codec<top_k, bfloat16>);
-static_assert(SparseCodec<top_k, float> && SparseCodec<top_k, half> && SparseCodec<top_k, bfloat16>);
+// Conformance to its concepts: tests/static/test_conformance.cpp (checked there, not in every unit).
 
 }  // namespace sluice
 

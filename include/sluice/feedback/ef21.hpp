@@ -73,7 +73,7 @@ struct ef21 {
   }
 };
 
-static_assert(FeedbackFor<ef21, detail::compress::codec_archetype>);  // conformance, where the policy is defined
+// Conformance to its concepts: tests/static/test_conformance.cpp (checked there, not in every unit).
 
 }  // namespace sluice
 

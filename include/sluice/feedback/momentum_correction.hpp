@@ -107,8 +107,7 @@ struct momentum_correction {
   }
 };
 
-static_assert(
-    FeedbackFor<momentum_correction, detail::compress::codec_archetype>);  // conformance, where the policy is defined
+// Conformance to its concepts: tests/static/test_conformance.cpp (checked there, not in every unit).
 
 }  // namespace sluice
 

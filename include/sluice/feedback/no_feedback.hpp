@@ -45,7 +45,7 @@ struct no_feedback {
   }
 };
 
-static_assert(FeedbackFor<no_feedback, detail::compress::codec_archetype>);  // conformance, where the policy is defined
+// Conformance to its concepts: tests/static/test_conformance.cpp (checked there, not in every unit).
 
 }  // namespace sluice
 

@@ -121,7 +121,7 @@ struct residual {
   }
 };
 
-static_assert(FeedbackFor<residual, detail::compress::codec_archetype>);  // conformance, where the policy is defined
+// Conformance to its concepts: tests/static/test_conformance.cpp (checked there, not in every unit).
 
 }  // namespace sluice
 

@@ -61,7 +61,7 @@ struct adam {
     return {lr, beta1, beta2, eps, weight_decay, false, t};
   }
 };
-static_assert(Optimizer<adam>);
+// Conformance to its concepts: tests/static/test_conformance.cpp (checked there, not in every unit).
 
 }  // namespace sluice
 

@@ -50,7 +50,7 @@ struct adamw {
     return {lr, beta1, beta2, eps, weight_decay, true, t};
   }
 };
-static_assert(Optimizer<adamw>);
+// Conformance to its concepts: tests/static/test_conformance.cpp (checked there, not in every unit).
 
 }  // namespace sluice
 

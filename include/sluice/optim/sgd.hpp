@@ -74,7 +74,7 @@ struct sgd {
     return {lr, momentum, dampening, weight_decay, nesterov, t};
   }
 };
-static_assert(Optimizer<sgd>);
+// Conformance to its concepts: tests/static/test_conformance.cpp (checked there, not in every unit).
 
 }  // namespace sluice
 

@@ -127,7 +127,7 @@ class faulty {
   std::atomic<bool> killed_{false};
 };
 
-static_assert(Transport<faulty<local_transport>>);
+// Conformance to its concepts: tests/static/test_conformance.cpp (checked there, not in every unit).
 
 }  // namespace sluice
 

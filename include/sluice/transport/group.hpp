@@ -54,6 +54,6 @@ class group {
   std::uint64_t barriers_ = 0;
 };
 
-static_assert(Transport<group<local_transport>>);
+// Conformance to its concepts: tests/static/test_conformance.cpp (checked there, not in every unit).
 
 }  // namespace sluice

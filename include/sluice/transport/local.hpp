@@ -157,6 +157,6 @@ class local_transport {
   std::shared_ptr<detail::local_world> world_;
   int rank_ = 0;
 };
-static_assert(Transport<local_transport>);
+// Conformance to its concepts: tests/static/test_conformance.cpp (checked there, not in every unit).
 
 }  // namespace sluice
