@@ -98,7 +98,8 @@ void BM_pipeline_vs_hand_dense(benchmark::State& state) {
 // (the time a consumer GPU spends on them), then the gradients handed in; the median step time over
 // the compute time, for staleness 0, 1 and 2. 1.0 means communication and update are hidden.
 template <class C, class F, class O>
-void overlap(benchmark::State& state, C codec, F feedback, O opt) {
+void overlap(benchmark::State& state, C codec, F feedback, O opt,
+             compensation_method compensation = staleness_compensation{}.method) {
   layout const l = load_layout("resnet50");
   auto const staleness = static_cast<unsigned>(state.range(0));
   auto const compute = std::chrono::milliseconds(state.range(1));
@@ -113,8 +114,10 @@ void overlap(benchmark::State& state, C codec, F feedback, O opt) {
         test::model_params p(l);
         std::vector<std::vector<float>> g;
         test::gradients(r, 0, p, g);
-        pipeline pipe{codec, feedback, opt, eps[static_cast<std::size_t>(r)],
-                      pipeline_options{.staleness = staleness, .seed = 1, .kernel_threads = 1}};
+        pipeline pipe{
+            codec, feedback, opt, eps[static_cast<std::size_t>(r)],
+            pipeline_options{
+                .staleness = staleness, .seed = 1, .kernel_threads = 1, .compensation = {.method = compensation}}};
         auto spans = p.spans();
         pipe.attach(l, spans);
         auto const grads = test::views(g);
@@ -136,10 +139,16 @@ void overlap(benchmark::State& state, C codec, F feedback, O opt) {
   state.counters["compute_ms"] = c * 1e3;
   state.counters["step_vs_compute"] = step_s / c;
   state.SetItemsProcessed(static_cast<std::int64_t>(l.total_elements()) * state.iterations());
-  state.SetLabel(fmt::format("resnet50, {} ranks (local), staleness {}", world, staleness));
+  state.SetLabel(fmt::format("resnet50, {} ranks (local), staleness {}, compensation {}", world, staleness,
+                             to_string(compensation)));
 }
 void BM_overlap_block_top_k(benchmark::State& state) {
   overlap(state, block_top_k{.ratio = 0.01}, residual{}, adam{.lr = 1e-3});
+}
+// The same without staleness compensation (the trainer gets the master weights as they are): what
+// the default local_step's scratch optimizer step per update costs in step time.
+void BM_overlap_block_top_k_uncompensated(benchmark::State& state) {
+  overlap(state, block_top_k{.ratio = 0.01}, residual{}, adam{.lr = 1e-3}, compensation_method::none);
 }
 void BM_overlap_maxmin4(benchmark::State& state) {
   overlap(state, maxmin_quantize{.bits = 4}, residual{}, adam{.lr = 1e-3});
@@ -148,6 +157,11 @@ void BM_overlap_maxmin4(benchmark::State& state) {
 void BM_overlap_dense_ring(benchmark::State& state) { overlap(state, identity{}, no_feedback{}, adam{.lr = 1e-3}); }
 BENCHMARK(BM_overlap_block_top_k)
     ->ArgsProduct({{0, 1, 2}, {150}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
+BENCHMARK(BM_overlap_block_top_k_uncompensated)
+    ->ArgsProduct({{1, 2}, {150}})
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1);
