@@ -133,6 +133,12 @@ def interface_of(address):
     return None
 
 
+# Objects that must outlive main(): torch 1.13's DDP Reducer, when destroyed, joins a gloo worker
+# thread that may still be freeing a tensor and so waits for the GIL the destroying thread holds;
+# the process then never ends. Kept here, they are never destroyed: os._exit below ends the process.
+_ALIVE = []
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hook", choices=["none", "fp16", "powersgd"], default="none",
@@ -199,6 +205,7 @@ def main():
     model = torch.nn.Sequential(*layers)
     numel = sum(p.numel() for p in model.parameters())
     net = DDP(model)
+    _ALIVE.append(net)  # see _ALIVE: never destroyed before os._exit
 
     # Payload a ring allreduce sends per worker: 2 (n - 1) / n of the tensor.
     ring = 2.0 * (world - 1) / world
@@ -335,6 +342,5 @@ if __name__ == "__main__":
     rc = main()
     sys.stdout.flush()
     sys.stderr.flush()
-    # Skips the interpreter's teardown: torch 1.13's DDP Reducer, destroyed there, joins a gloo
-    # thread that waits for the GIL the exiting main thread holds, and the process never ends.
+    # Skips the interpreter's teardown, which would destroy _ALIVE's DDP Reducer (see _ALIVE).
     os._exit(rc)
