@@ -3,7 +3,7 @@
 # scripts/sluice-run) train 20 steps with each hook and write the example's JSON; the JSON must
 # describe that run (workers, steps, evaluations, bytes) and the model must have learnt. Its
 # splitmix64, weights and shards must be the C++ example's. Skipped (77) where no python3 imports
-# torch (scripts/packages.txt group ddp; CI does not install it).
+# torch (scripts/packages.txt group ddp; test.sh does not install it, a machine may have it).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 # shellcheck source=../../scripts/lib.sh
