@@ -20,7 +20,8 @@
 # in the default CONFIGS when python3-torch is importable (scripts/packages.txt group ddp).
 #
 # Knobs: RATES ("100mbit 500mbit 1gbit"), CONFIGS ("block_top_k mpi_dense ring_dense top_k
-# maxmin4", then "ddp ddp_fp16 ddp_powersgd" with torch), TARGET (0.88), EPOCHS (15), LR (1e-3), PROJECT ("100mbit:ring_dense
+# maxmin4", then "ddp ddp_fp16 ddp_powersgd" with torch; any of them + _sgd, e.g. top_k_sgd or
+# ddp_sgd, runs SGD momentum 0.9 at SGD_LR (0.05) instead of Adam at LR), TARGET (0.88), EPOCHS (15), LR (1e-3), PROJECT ("100mbit:ring_dense
 # 100mbit:mpi_dense"; PROJECT= measures every pair), PROJECT_EPOCHS (1), PHASES ("local shaped
 # summary"), SKIP_BUILD=1. Where a pair has both a measured run and a step-time run, the summary
 # reports the measured time and the projection beside it.
@@ -50,7 +51,7 @@ if [[ " $CONFIGS " == *" ddp"* && -z $torch_py ]]; then
     "of scripts/packages.txt (apt-get install python3-torch python3-numpy libopenblas0-pthread)" >&2
   exit 2
 fi
-ddp=(--batch 64 --seed 1 --lr "${LR:-1e-3}" --eval-every 117)
+ddp=(--batch 64 --seed 1 --eval-every 117)
 TARGET=${TARGET:-0.88}
 EPOCHS=${EPOCHS:-15}
 LR=${LR:-1e-3}
@@ -59,21 +60,26 @@ PROJECT_EPOCHS=${PROJECT_EPOCHS:-1}
 PHASES=${PHASES:-"local shaped summary"}
 out=$(realpath -m "$build/bench/e2e")
 mkdir -p "$out"
-common=(--batch 64 --staleness 1 --seed 1 --optimizer adam --lr "$LR" --eval-every 117)
+common=(--batch 64 --staleness 1 --seed 1 --eval-every 117)
 # One OpenMP thread per stage thread: 4 workers share the machine's cores.
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
+# A configuration's arguments: its codec or hook, then its optimizer. The _sgd ones run SGD with
+# momentum 0.9 at SGD_LR (0.05) instead of Adam at LR (docs/performance/e2e.md: top_k 1 % + residual
+# reaches the target in fewer steps with it).
 config_args() {
-  case $1 in
-    block_top_k) echo "--codec block_top_k --ratio 0.01 --feedback residual" ;;
-    top_k) echo "--codec top_k --ratio 0.01 --feedback residual" ;;
-    maxmin4) echo "--codec maxmin_quantize --bits 4 --feedback residual" ;;
-    ring_dense) echo "--codec identity --feedback none" ;;
-    mpi_dense) echo "--codec identity --feedback none --exchange mpi_allreduce" ;;
-    ddp) echo "--hook none" ;;
-    ddp_fp16) echo "--hook fp16" ;;
-    ddp_powersgd) echo "--hook powersgd --powersgd-rank 1 --powersgd-start-iter 351" ;;
+  local opt="--optimizer adam --lr $LR"
+  [[ $1 == *_sgd ]] && opt="--optimizer sgd --lr ${SGD_LR:-0.05} --momentum 0.9"
+  case ${1%_sgd} in
+    block_top_k) echo "--codec block_top_k --ratio 0.01 --feedback residual $opt" ;;
+    top_k) echo "--codec top_k --ratio 0.01 --feedback residual $opt" ;;
+    maxmin4) echo "--codec maxmin_quantize --bits 4 --feedback residual $opt" ;;
+    ring_dense) echo "--codec identity --feedback none $opt" ;;
+    mpi_dense) echo "--codec identity --feedback none --exchange mpi_allreduce $opt" ;;
+    ddp) echo "--hook none $opt" ;;
+    ddp_fp16) echo "--hook fp16 $opt" ;;
+    ddp_powersgd) echo "--hook powersgd --powersgd-rank 1 --powersgd-start-iter 351 $opt" ;;
     *) echo "bench-e2e.sh: unknown configuration '$1'" >&2; exit 2 ;;
   esac
 }

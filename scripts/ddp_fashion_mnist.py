@@ -150,7 +150,10 @@ def main():
                          "of the training steps; 351 = 10 %% of 15 epochs of 234 steps)")
     ap.add_argument("--batch", type=int, default=64, help="images per worker and step")
     ap.add_argument("--epochs", type=int, default=15, help="epochs at most")
-    ap.add_argument("--lr", type=float, default=1e-3, help="Adam's learning rate")
+    ap.add_argument("--optimizer", choices=["adam", "sgd"], default="adam",
+                    help="torch.optim.Adam, or torch.optim.SGD (the example's sluice::adam and sluice::sgd)")
+    ap.add_argument("--lr", type=float, default=1e-3, help="learning rate")
+    ap.add_argument("--momentum", type=float, default=0.0, help="SGD's momentum (dampening 0, no Nesterov)")
     ap.add_argument("--seed", type=int, default=1, help="seed of initialization, shards and order")
     ap.add_argument("--eval-every", type=int, default=117, help="evaluate every this many steps (0: once per epoch)")
     ap.add_argument("--target-accuracy", type=float, default=0.0, help="stop when the test accuracy reaches it")
@@ -224,7 +227,10 @@ def main():
         state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=o.powersgd_rank,
                                             start_powerSGD_iter=o.powersgd_start_iter, random_seed=o.seed)
         net.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
-    opt = torch.optim.Adam(net.parameters(), lr=o.lr)
+    if o.optimizer == "adam":
+        opt = torch.optim.Adam(net.parameters(), lr=o.lr)
+    else:
+        opt = torch.optim.SGD(net.parameters(), lr=o.lr, momentum=o.momentum)
 
     mine = shard(train_x.shape[0], rank, world, o.seed)
     steps_per_epoch = len(mine) // o.batch
@@ -308,14 +314,15 @@ def main():
     acc = curve[-1]["accuracy"] if curve else 0.0
     target = (f"target {o.target_accuracy:.4f} reached after {time_to_target:.1f} s" if time_to_target >= 0
               else f"target {o.target_accuracy:.4f} not reached") if o.target_accuracy > 0 else "no target"
-    print(f"summary: PyTorch DDP (gloo, hook {o.hook}) + adam, {world} workers, staleness 0: test accuracy "
+    print(f"summary: PyTorch DDP (gloo, hook {o.hook}) + {o.optimizer}, {world} workers, staleness 0: test accuracy "
           f"{acc:.4f} after {epochs} epochs ({steps} steps), {wall:.1f} s ({train_seconds:.1f} s training), {target}, "
           f"sent {sent[0] / 1e6:.2f} MB per worker ({100 * sent[0] / (4 * numel * max(steps, 1)):.1f} % of the fp32 "
           "gradients' bytes)", flush=True)
     summary = {
         "trainer": "pytorch_ddp", "torch": torch.__version__, "hook": o.hook, "codec": hook,
         "exchange": "ddp_gloo", "ratio": 1, "bits": 16 if o.hook == "fp16" else 32, "feedback":
-        "residual" if o.hook == "powersgd" else "none", "optimizer": "adam", "lr": o.lr, "transport": "gloo",
+        "residual" if o.hook == "powersgd" else "none", "optimizer": o.optimizer, "lr": o.lr,
+        "momentum": o.momentum if o.optimizer == "sgd" else 0.0, "transport": "gloo",
         "workers": world, "staleness": 0, "compensation": "none", "batch": o.batch, "seed": o.seed,
         "sizes": o.sizes, "target_accuracy": o.target_accuracy, "accuracy": acc, "epochs": epochs, "steps": steps,
         "wall_seconds": round(wall, 3), "train_seconds": round(train_seconds, 3),

@@ -28,6 +28,21 @@ COLORS = {"mpi_dense": "#d62728", "ring_dense": "#ff7f0e", "block_top_k": "#1f77
 # configurations (the best of which is set against DDP as it comes).
 BASES = ("mpi_dense", "ring_dense", "ddp")
 SLUICE = ("block_top_k", "top_k", "maxmin4", "ring_dense")
+# A configuration name + "_sgd" (e.g. top_k_sgd, ddp_sgd) is the same run with SGD momentum 0.9
+# instead of Adam (scripts/bench-e2e.sh).
+SGD_COLORS = {"top_k": "#17becf", "block_top_k": "#bcbd22", "ddp": "#e377c2"}
+
+
+def base(c):
+    return c[:-len("_sgd")] if c.endswith("_sgd") else c
+
+
+def label(c):
+    return LABELS[base(c)] + (", SGD momentum 0.9" if c.endswith("_sgd") else "")
+
+
+def color(c):
+    return SGD_COLORS.get(base(c), "#333333") if c.endswith("_sgd") else COLORS[c]
 
 
 def how(c):
@@ -111,15 +126,15 @@ for rate in rates:
             curves[(rate, c)] = ([(p["step"] * st, p["accuracy"]) for p in nolink[c]["curve"] if p["step"] <= n], True)
     for c, r in rows.items():
         t = r["time_to_target"]
-        for base in BASES:
-            b = rows.get(base, {}).get("time_to_target")
-            r[f"speedup_vs_{base}"] = b / t if (b and t) else None
+        for bc in BASES:
+            b = rows.get(bc, {}).get("time_to_target")
+            r[f"speedup_vs_{bc}"] = b / t if (b and t) else None
             # The most this configuration could gain: the baseline's time over the floor compute sets.
             floor = summary["no_link"].get(c, {}).get("time_to_target")
-            r[f"bound_vs_{base}"] = b / floor if (b and floor) else None
+            r[f"bound_vs_{bc}"] = b / floor if (b and floor) else None
     summary["rates"][rate] = rows
     # sluice's best configuration at this rate against DDP as it comes.
-    timed = [(r["time_to_target"], c) for c, r in rows.items() if c in SLUICE and r["time_to_target"]]
+    timed = [(r["time_to_target"], c) for c, r in rows.items() if base(c) in SLUICE and r["time_to_target"]]
     d = rows.get("ddp", {}).get("time_to_target")
     if timed and d:
         t, c = min(timed)
@@ -139,7 +154,7 @@ md.append(f"Target {target}, {epochs} epochs at most; {summary['date']}, commit 
 # The factor columns of the baselines that ran: block_top_k against MPI_Allreduce, sluice's best against DDP.
 has_mpi, has_ddp = "mpi_dense" in configs, "ddp" in configs
 extra = " |" + " |" * (2 * has_mpi + has_ddp)
-md.append("| link per worker | " + " | ".join(LABELS[c] for c in configs) + " |" +
+md.append("| link per worker | " + " | ".join(label(c) for c in configs) + " |" +
           (" block_top_k vs MPI_Allreduce | (bound: MPI_Allreduce ÷ block_top_k floor) |" if has_mpi else "") +
           (" best sluice vs DDP |" if has_ddp else ""))
 md.append("|---" * (len(configs) + 1 + 2 * has_mpi + has_ddp) + "|")
@@ -174,14 +189,14 @@ md.append("")
 md.append("| speed-up of each configuration | " + " | ".join(rates) + " |")
 md.append("|---" * (len(rates) + 1) + "|")
 for c in configs:
-    for base in BASES:
-        if c == base or base not in configs or (c == "mpi_dense" and base == "ring_dense"):
+    for b in BASES:
+        if c == b or b not in configs or (c == "mpi_dense" and b == "ring_dense"):
             continue
         cells = []
         for rate in rates:
             r = summary["rates"][rate].get(c, {})
-            cells.append(f"{fmt_x(r.get(f'speedup_vs_{base}'))} (bound {fmt_x(r.get(f'bound_vs_{base}'))})")
-        md.append(f"| {LABELS[c]} vs {LABELS[base]} | " + " | ".join(cells) + " |")
+            cells.append(f"{fmt_x(r.get(f'speedup_vs_{b}'))} (bound {fmt_x(r.get(f'bound_vs_{b}'))})")
+        md.append(f"| {label(c)} vs {label(b)} | " + " | ".join(cells) + " |")
 md.append("")
 md.append(f"| configuration (no link) | accuracy after {epochs} epochs | best | first epoch ≥ {target} | "
           "vs ring dense | vs MPI dense |")
@@ -190,7 +205,7 @@ for c in configs:
     n = summary["no_link"].get(c)
     if n is None:
         continue
-    md.append(f"| {LABELS[c]} ({n['how']}) | {n['final_accuracy']:.4f} | {n['best_accuracy']:.4f} | "
+    md.append(f"| {label(c)} ({n['how']}) | {n['final_accuracy']:.4f} | {n['best_accuracy']:.4f} | "
               f"{n['epoch_to_target'] or '—'} | "
               f"{'—' if n['points_vs_ring_dense'] is None else format(n['points_vs_ring_dense'], '+.2f')} | "
               f"{'—' if n['points_vs_mpi_dense'] is None else format(n['points_vs_mpi_dense'], '+.2f')} |")
@@ -200,7 +215,7 @@ md.append("|---" * (epochs + 1) + "|")
 for c in configs:
     n = summary["no_link"].get(c)
     if n is not None:
-        md.append(f"| {LABELS[c]} | " + " | ".join(f"{a:.4f}" for a in n["epoch_accuracy"]) + " |")
+        md.append(f"| {label(c)} | " + " | ".join(f"{a:.4f}" for a in n["epoch_accuracy"]) + " |")
 with open(summary_md, "w") as f:
     f.write("\n".join(md) + "\n")
 
@@ -223,9 +238,9 @@ for i, panel in enumerate(panels):
             f.write("0\t0\n" if not pts else "")
             for s, a in pts:
                 f.write(f"{s:.3f}\t{a:.4f}\n")
-        title = LABELS[c] + (" (projected)" if proj else "")
+        title = label(c) + (" (projected)" if proj else "")
         plots.append(f'"{tsv}" using 1:2 with linespoints lw 2 pt 7 ps 0.5 dt {2 if proj else 1} '
-                     f'lc rgb "{COLORS[c]}" title "{title}"')
+                     f'lc rgb "{color(c)}" title "{title}"')
     plots.append(f'{target} with lines lw 1.5 lc rgb "black" dt 3 title "target {target}"')
     gp.append(f'set title "{panel}: 4 workers, time to {target} test accuracy"'
               if panel != "no link" else f'set title "no link (4 threads, local transport): the compute floor"')

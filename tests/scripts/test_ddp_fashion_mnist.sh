@@ -60,4 +60,14 @@ assert r["accuracy"] > 0.5, f"test accuracy {r['accuracy']} after 20 steps: it d
 assert 0 < r["train_seconds"] <= r["wall_seconds"] and r["time_to_target"] == -1
 PY
 done
-echo "ok: 3 hooks, 2 gloo processes"
+# SGD with momentum (scripts/bench-e2e.sh's ddp_sgd): torch.optim.SGD, named in the JSON.
+"$root/scripts/sluice-run" -n 2 --quiet --timeout 240 -- "$py" "$root/scripts/ddp_fashion_mnist.py" --optimizer sgd \
+  --lr 0.05 --momentum 0.9 --max-steps 20 --eval-every 10 --json "$dir/sgd.json" > "$dir/sgd.log" 2>&1 ||
+  { cat "$dir/sgd.log"; fail "--optimizer sgd: the run failed"; }
+"$py" - "$dir/sgd.json" << 'PY' || { cat "$dir/sgd.log"; fail "--optimizer sgd: wrong JSON"; }
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert (r["optimizer"], r["lr"], r["momentum"], r["steps"]) == ("sgd", 0.05, 0.9, 20), r
+assert r["accuracy"] > 0.5, f"test accuracy {r['accuracy']} after 20 steps of SGD: it did not learn"
+PY
+echo "ok: 3 hooks and SGD, 2 gloo processes"
