@@ -55,6 +55,8 @@ std::string describe(job const& j) {
   std::string codec = o.codec;
   if (o.codec == "top_k" || o.codec == "block_top_k" || o.codec == "random_k") codec += fmt::format(" {:g}", o.ratio);
   if (o.codec == "maxmin_quantize" || o.codec == "qsgd") codec += fmt::format(" {} bit", o.bits);
+  if (o.codec == "qsgd" && o.feedback != "none" && o.bits >= 2 && o.bits <= 8)
+    codec += fmt::format(" (bucket {})", qsgd_bucket((1u << (o.bits - 1)) - 1, o.feedback));
   if (o.exchange == "mpi_allreduce") codec += " (MPI_Allreduce)";
   std::string const warm = o.warmup_epochs > 0 ? fmt::format(" (warm-up {} epochs)", o.warmup_epochs) : "";
   return fmt::format("{}{} + {} + {}", codec, warm, o.feedback, o.optimizer);

@@ -375,6 +375,14 @@ inline optimizer_choice make_optimizer(train_options const& o) {
   sluice::throw_error(sluice::errc::invalid_argument, "--optimizer {}: choose sgd, adam or adamw", o.optimizer);
 }
 
+/// qsgd's elements per norm: its default, or with error feedback at most qsgd::feedback_bucket, so
+/// that the residual shrinks (the pipeline refuses the default 512 there at 7 levels: variance
+/// bound 3.2); 24 for --bits 4, the default 512 for --bits 8.
+inline std::size_t qsgd_bucket(unsigned levels, std::string_view feedback) {
+  std::size_t const plain = sluice::qsgd{}.bucket;
+  return feedback == "none" ? plain : std::min(plain, sluice::qsgd::feedback_bucket(levels));
+}
+
 /// The codec value the options describe.
 template <class C>
 C make_codec(train_options const& o) {
@@ -386,7 +394,8 @@ C make_codec(train_options const& o) {
   } else if constexpr (std::is_same_v<C, sluice::qsgd>) {
     sluice::require(o.bits >= 2 && o.bits <= 8, sluice::errc::invalid_argument,
                     "--bits {} for qsgd: use 2 to 8 (one sign bit, 2^(bits-1) - 1 levels)", o.bits);
-    return C{.levels = (1u << (o.bits - 1)) - 1};
+    unsigned const levels = (1u << (o.bits - 1)) - 1;
+    return C{.levels = levels, .bucket = qsgd_bucket(levels, o.feedback)};
   } else {
     return C{};
   }

@@ -103,7 +103,7 @@ TEST_CASE("pipeline: bit for bit the hand composition, every aggregation path an
   check_against_hand(random_k{.ratio = 0.1}, residual{}, sgd{.lr = 0.05}, 0);
   check_against_hand(maxmin_quantize{.bits = 4}, no_feedback{}, adam{.lr = 1e-2}, 0);
   check_against_hand(maxmin_quantize{.bits = 4}, residual{}, adam{.lr = 1e-2}, 0);
-  check_against_hand(qsgd{}, ef21{}, sgd{.lr = 0.05}, 0);
+  check_against_hand(qsgd{.bucket = qsgd::feedback_bucket(7)}, ef21{}, sgd{.lr = 0.05}, 0);
   check_against_hand(identity{}, no_feedback{}, adamw{.lr = 1e-2}, 0);
 }
 
@@ -593,6 +593,16 @@ TEST_CASE("pipeline: bad input is refused with a clear error") {
     CHECK_THROWS_WITH_AS(
         (pipeline{top_k{}, residual{}, sgd{.lr = 0.1}, ep, pipeline_options{.bucketing = {.first_cap_bytes = 0}}}),
         doctest::Contains("bucketing.first_cap_bytes is 0"), error);
+    // An unbiased quantizer whose variance bound is not below 1 makes the residual grow.
+    CHECK_THROWS_WITH_AS((pipeline{qsgd{}, residual{}, sgd{.lr = 0.1}, ep}), doctest::Contains("variance bound 3.23"),
+                         error);
+    CHECK_THROWS_WITH_AS((pipeline{qsgd{}, residual{}, sgd{.lr = 0.1}, ep}), doctest::Contains("use .bucket = 24"),
+                         error);
+    CHECK_THROWS_WITH_AS((pipeline{qsgd{.levels = 3, .bucket = 16}, ef21{}, sgd{.lr = 0.1}, ep}),
+                         doctest::Contains("not below 1"), error);
+    CHECK_NOTHROW((pipeline{qsgd{}, no_feedback{}, sgd{.lr = 0.1}, ep}));
+    CHECK_NOTHROW((pipeline{qsgd{.bucket = 24}, residual{}, sgd{.lr = 0.1}, ep}));
+    CHECK_NOTHROW((pipeline{qsgd{.levels = 127}, residual{}, sgd{.lr = 0.1}, ep}));
     pipeline pipe{top_k{.ratio = 0.05}, residual{}, sgd{.lr = 0.1}, ep, small_buckets()};
     std::vector<std::vector<float>> g;
     gradients(0, 0, p, g);

@@ -54,6 +54,21 @@ struct qsgd {
   /// The largest norm sent: norm * (l / s) never rounds past FLT_MAX below it.
   static constexpr float max_norm = 0x1.ffff00p127f;
 
+  /// ω, the bound of Alistarh et al. (Lemma 3.1) on the variance per bucket:
+  /// E|decoded - x|² <= ω |x|² with ω = min(b / s², sqrt(b) / s) for buckets of b elements.
+  [[nodiscard]] double variance_bound() const noexcept {
+    double const b = static_cast<double>(bucket), s = static_cast<double>(levels);
+    return std::min(b / (s * s), std::sqrt(b) / s);
+  }
+
+  /// The largest bucket whose variance bound is at most 1/2 for `levels` (s² / 2 elements, at
+  /// least 1): what error feedback needs. The residual keeps x - decoded, whose expected square is
+  /// ω |x|², so it shrinks from step to step only for ω < 1 (the pipeline refuses ω >= 1 with
+  /// feedback); at ω <= 1/2 it at least halves. 7 levels (4-bit codes): 24 elements per norm.
+  [[nodiscard]] static constexpr std::size_t feedback_bucket(unsigned levels) noexcept {
+    return std::clamp<std::size_t>(std::size_t{levels} * levels / 2, 1, detail::compress::max_bucket);
+  }
+
   /// Bits per element: a sign and a level in [0, s].
   [[nodiscard]] unsigned code_bits() const noexcept { return 1u + static_cast<unsigned>(std::bit_width(levels)); }
   [[nodiscard]] std::size_t bucket_count(std::size_t n) const noexcept {

@@ -139,6 +139,23 @@ struct rules {
       require(feedback.non_finite != non_finite_policy::skip_step, errc::invalid_argument,
               "pipeline: non_finite_policy::skip_step would skip a step on one rank while the others send theirs; "
               "use throw_error (an error naming the parameter) or propagate (NaN/Inf summed like any value)");
+    // Error feedback keeps x - decoded, whose expected square an unbiased quantizer bounds by
+    // ω |x|²: for ω >= 1 the residual grows from step to step and training diverges (qsgd's
+    // default 7 levels over 512 elements: ω = 3.2, non-finite within 60 steps).
+    if constexpr (!std::is_same_v<F, no_feedback> && requires { codec.variance_bound(); }) {
+      double const omega = codec.variance_bound();
+      if constexpr (requires { C::feedback_bucket(codec.levels); })
+        require(omega < 1, errc::invalid_argument,
+                "pipeline: {} with error feedback: its variance bound {:.3g} (E|decoded - x|^2 <= bound |x|^2) is "
+                "not below 1, so the residual grows every step and training diverges; use .bucket = {} "
+                "(feedback_bucket({}): bound <= 0.5), more levels, or sluice::no_feedback{{}}",
+                codec, omega, C::feedback_bucket(codec.levels), codec.levels);
+      else
+        require(omega < 1, errc::invalid_argument,
+                "pipeline: {} with error feedback: its variance bound {:.3g} is not below 1, so the residual grows "
+                "every step and training diverges; use sluice::no_feedback{{}} or a finer quantizer",
+                codec, omega);
+    }
     if constexpr (is_momentum_correction<F>)
       require(opt.momentum == 0, errc::invalid_argument,
               "pipeline: momentum_correction keeps the momentum (DGC); set sgd.momentum = 0 (it is {})", opt.momentum);
