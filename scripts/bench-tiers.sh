@@ -8,7 +8,8 @@
 #
 #   scripts/bench-tiers.sh BUILD_DIR     # needs root; BUILD_DIR has examples/fashion_mnist built
 #                                        # with FASHION_MNIST_HIERARCHICAL=ON
-# Knobs: RATES ("100mbit 1gbit"), CONFIGS ("block_top_k ring_dense"; also block_top_k2: 2 %, maxmin4),
+# Knobs: RATES ("100mbit 1gbit"), CONFIGS ("block_top_k ring_dense"; also block_top_k2: 2 %, maxmin4,
+# ddp: PyTorch DDP, flat),
 # EXCHANGES ("codec hierarchical"), TARGET (0.88), EPOCHS (15); NETNS_PREFIX and NETNS_SUBNET as scripts/netns.sh.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -25,12 +26,21 @@ mkdir -p "$out"
 common=(--batch 64 --staleness 1 --seed 1 --optimizer adam --lr 1e-3 --eval-every 117 --epochs "$EPOCHS"
         --target-accuracy "$TARGET" --quiet)
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
+# PyTorch DDP (configuration ddp: scripts/ddp_fashion_mnist.py, gloo, one process per rank, the
+# same job) runs flat only: it has no hierarchical exchange.
+source "$here/lib.sh"
+if [[ " $CONFIGS " == *" ddp "* ]]; then
+  torch_py=$(sluice_torch_python) || { echo "bench-tiers.sh: ddp needs python3-torch (scripts/packages.txt group ddp)" >&2; exit 2; }
+fi
+ddp=("$here/ddp_fashion_mnist.py" --batch 64 --seed 1 --optimizer adam --lr 1e-3 --eval-every 117 --epochs "$EPOCHS"
+     --target-accuracy "$TARGET" --quiet)
 config_args() {
   case $1 in
     block_top_k) echo "--codec block_top_k --ratio 0.01 --feedback residual" ;;
     block_top_k2) echo "--codec block_top_k --ratio 0.02 --feedback residual" ;;
     maxmin4) echo "--codec maxmin_quantize --bits 4 --feedback residual" ;;
     ring_dense) echo "--codec identity --feedback none" ;;
+    ddp) echo "--hook none" ;;
     *) echo "bench-tiers.sh: unknown configuration '$1'" >&2; exit 2 ;;
   esac
 }
@@ -54,15 +64,22 @@ for rate in $RATES; do
   netns_down
   netns_up
   for c in $CONFIGS; do
-    for x in ${EXCHANGES:-codec hierarchical}; do
+    exchanges=${EXCHANGES:-codec hierarchical}
+    [[ $c == ddp ]] && exchanges=flat
+    for x in $exchanges; do
       name="$c-$x-$rate"
       port=$((port + 1))
       pids=()
       before=$(uplink_bytes)
       for ((r = 0; r < NETNS_RANKS; r++)); do
         # shellcheck disable=SC2046
-        NETNS_MASTER_PORT=$port netns_exec "$r" timeout 1800 "$fm" --transport zmq "${common[@]}" \
-          $(config_args "$c") --exchange "$x" --group-size 2 --json "$out/$name.json" > "$out/$name.rank$r.log" 2>&1 &
+        if [[ $c == ddp ]]; then
+          cmd=("$torch_py" "${ddp[@]}")
+        else
+          cmd=("$fm" --transport zmq "${common[@]}" --exchange "$x" --group-size 2)
+        fi
+        NETNS_MASTER_PORT=$port netns_exec "$r" timeout 1800 "${cmd[@]}" \
+          $(config_args "$c") --json "$out/$name.json" > "$out/$name.rank$r.log" 2>&1 &
         pids+=($!)
       done
       status=0
