@@ -603,6 +603,16 @@ TEST_CASE("pipeline: bad input is refused with a clear error") {
     CHECK_NOTHROW((pipeline{qsgd{}, no_feedback{}, sgd{.lr = 0.1}, ep}));
     CHECK_NOTHROW((pipeline{qsgd{.bucket = 24}, residual{}, sgd{.lr = 0.1}, ep}));
     CHECK_NOTHROW((pipeline{qsgd{.levels = 127}, residual{}, sgd{.lr = 0.1}, ep}));
+    {  // set_codec() checks the same, and keeps the codec it had
+      model_params q(model());
+      auto qs = q.spans();
+      pipeline qp{qsgd{.bucket = 24}, residual{}, sgd{.lr = 0.1}, ep, small_buckets()};
+      qp.attach(model(), qs);
+      CHECK_THROWS_WITH_AS(qp.set_codec(qsgd{.levels = 3, .bucket = 24}), doctest::Contains("not below 1"), error);
+      CHECK(qp.codec().levels == 7);
+      qp.set_codec(qsgd{.levels = 31, .bucket = 24});
+      CHECK(qp.codec().levels == 31);
+    }
     pipeline pipe{top_k{.ratio = 0.05}, residual{}, sgd{.lr = 0.1}, ep, small_buckets()};
     std::vector<std::vector<float>> g;
     gradients(0, 0, p, g);

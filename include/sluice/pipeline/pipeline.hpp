@@ -183,7 +183,7 @@ class pipeline : detail::pipeline::machinery<C, F, O, T, Collective> {
     check_usable("set_codec");
     require(reported_count_ == 0, errc::invalid_argument,
             "pipeline: set_codec() in the middle of step {} (call it between steps)", step_);
-    if constexpr (requires { codec.validate(); }) codec.validate();
+    rules::validate_codec(codec);
     codec_ = codec;
   }
   [[nodiscard]] C const& codec() const noexcept { return codec_; }

@@ -120,25 +120,10 @@ struct rules {
       return false;
   }
 
-  /// errc::invalid_argument for values that cannot run, before anything starts.
-  static void validate(C const& codec, F const& feedback, O const& opt, pipeline_options const& o) {
-    require(o.staleness <= 2, errc::invalid_argument,
-            "pipeline: staleness {} is not supported; use 0 (synchronous), 1 or 2", o.staleness);
-    require(o.bucketing.cap_bytes > 0, errc::invalid_argument,
-            "pipeline: bucketing.cap_bytes is 0; give the bytes per bucket, > 0 (default 25 MiB)");
-    require(o.bucketing.first_cap_bytes > 0, errc::invalid_argument,
-            "pipeline: bucketing.first_cap_bytes is 0; give the bytes of the first bucket, > 0 (default 1 MiB)");
-    require(o.bucketing.chunk_alignment > 0, errc::invalid_argument,
-            "pipeline: bucketing.chunk_alignment is 0; give a chunk length multiple, > 0 (default 1024 elements)");
-    require(o.timeout.count() > 0, errc::invalid_argument, "pipeline: timeout must be > 0");
-    require(o.kernel_threads >= 0, errc::invalid_argument, "pipeline: kernel_threads {} must be >= 0",
-            o.kernel_threads);
-    opt.validate();
+  /// errc::invalid_argument for a codec value this pipeline cannot run (at construction and in
+  /// set_codec()): its own checks, and error feedback that would diverge with it.
+  static void validate_codec(C const& codec) {
     if constexpr (requires { codec.validate(); }) codec.validate();
-    if constexpr (requires { feedback.non_finite; })
-      require(feedback.non_finite != non_finite_policy::skip_step, errc::invalid_argument,
-              "pipeline: non_finite_policy::skip_step would skip a step on one rank while the others send theirs; "
-              "use throw_error (an error naming the parameter) or propagate (NaN/Inf summed like any value)");
     // Error feedback keeps x - decoded, whose expected square an unbiased quantizer bounds by
     // ω |x|²: for ω >= 1 the residual grows from step to step and training diverges (qsgd's
     // default 7 levels over 512 elements: ω = 3.2, non-finite within 60 steps).
@@ -156,6 +141,27 @@ struct rules {
                 "every step and training diverges; use sluice::no_feedback{{}} or a finer quantizer",
                 codec, omega);
     }
+  }
+
+  /// errc::invalid_argument for values that cannot run, before anything starts.
+  static void validate(C const& codec, F const& feedback, O const& opt, pipeline_options const& o) {
+    require(o.staleness <= 2, errc::invalid_argument,
+            "pipeline: staleness {} is not supported; use 0 (synchronous), 1 or 2", o.staleness);
+    require(o.bucketing.cap_bytes > 0, errc::invalid_argument,
+            "pipeline: bucketing.cap_bytes is 0; give the bytes per bucket, > 0 (default 25 MiB)");
+    require(o.bucketing.first_cap_bytes > 0, errc::invalid_argument,
+            "pipeline: bucketing.first_cap_bytes is 0; give the bytes of the first bucket, > 0 (default 1 MiB)");
+    require(o.bucketing.chunk_alignment > 0, errc::invalid_argument,
+            "pipeline: bucketing.chunk_alignment is 0; give a chunk length multiple, > 0 (default 1024 elements)");
+    require(o.timeout.count() > 0, errc::invalid_argument, "pipeline: timeout must be > 0");
+    require(o.kernel_threads >= 0, errc::invalid_argument, "pipeline: kernel_threads {} must be >= 0",
+            o.kernel_threads);
+    opt.validate();
+    validate_codec(codec);
+    if constexpr (requires { feedback.non_finite; })
+      require(feedback.non_finite != non_finite_policy::skip_step, errc::invalid_argument,
+              "pipeline: non_finite_policy::skip_step would skip a step on one rank while the others send theirs; "
+              "use throw_error (an error naming the parameter) or propagate (NaN/Inf summed like any value)");
     if constexpr (is_momentum_correction<F>)
       require(opt.momentum == 0, errc::invalid_argument,
               "pipeline: momentum_correction keeps the momentum (DGC); set sgd.momentum = 0 (it is {})", opt.momentum);
