@@ -6,6 +6,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
@@ -67,6 +68,14 @@ inline int free_port() {
       if (int const p = pick(draw); port_is_free(p)) return p;
   }
   throw std::runtime_error("free_port: no free TCP port below the ephemeral range " + std::to_string(low));
+}
+
+/// `n` distinct ports drawn as free_port() draws one.
+inline std::vector<int> free_ports(std::size_t n) {
+  std::vector<int> ports;
+  while (ports.size() < n)
+    if (int const p = free_port(); std::find(ports.begin(), ports.end(), p) == ports.end()) ports.push_back(p);
+  return ports;
 }
 
 /// Runs `scenario` in `n` child processes; returns their exit codes (128 + signal when killed,

@@ -128,6 +128,8 @@ class zmq_transport {
     lost_since_.assign(static_cast<std::size_t>(size_), {});
     incoming_.assign(static_cast<std::size_t>(size_), {});
     left_.assign(static_cast<std::size_t>(size_), false);
+    reached_.assign(static_cast<std::size_t>(size_), false);
+    retry_said_.assign(static_cast<std::size_t>(size_), false);
     bye_answered_.assign(static_cast<std::size_t>(size_), false);
     for (int p = 0; p < size_; ++p)
       if (p != rank_) open_dealer(p);
@@ -566,9 +568,22 @@ class zmq_transport {
         continue;
       }
       if ((event & watched_events) == 0) continue;
-      auto& since = lost_since_[static_cast<std::size_t>(p)];
+      auto const up = static_cast<std::size_t>(p);
+      auto& since = lost_since_[up];
       if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
         since = {};
+        reached_[up] = true;
+      } else if (!reached_[up] && (event == ZMQ_EVENT_DISCONNECTED || event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)) {
+        // A connection that broke before this rank first reached p (p still starting, or a
+        // process other than p on its port): ZeroMQ retries it, as it does a refused connect, and
+        // a peer never reached is not lost; a deadline ends the wait.
+        if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL && !retry_said_[up]) {
+          retry_said_[up] = true;
+          fmt::print(stderr,
+                     "sluice zmq_transport: rank {}: the connection to rank {} at {} broke in its handshake; "
+                     "retrying\n",
+                     rank_, p, endpoints_[up]);
+        }
       } else if (since == transport_clock::time_point{}) {
         since = transport_clock::now();
         if (event != ZMQ_EVENT_DISCONNECTED)
@@ -605,6 +620,8 @@ class zmq_transport {
   };
   std::vector<incoming> incoming_;
   std::vector<bool> left_;          // per peer: its goodbye came (it sends nothing more)
+  std::vector<bool> reached_;       // per peer: a handshake with it has succeeded once
+  std::vector<bool> retry_said_;    // per peer: a broken first connection was reported
   std::vector<bool> bye_answered_;  // per peer: it has read this rank's goodbye
   std::vector<std::string> endpoints_;
   std::map<queue_key, std::deque<zmq::message_t>> queues_;
