@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -93,9 +94,11 @@ constexpr double max_gpu_speed = 1000;  // relative to the workers' fit
 // "topology": two tiers, `groups` groups of `group_size` consecutive ranks; the groups' own path
 // (intra_mbps, intra_latency_us) and the link between groups (inter_mbps, inter_latency_us) become
 // the two link levels; `exchange` is hierarchical (by_hierarchical: the codec runs between the
-// group leaders) or flat; `gpu_speeds` (one per rank) divide the workers' compute fit, and a single
+// group leaders), flat, or auto (the default: the one predicted to reach the target sooner,
+// sluice::choose_exchange); `gpu_speeds` (one per rank) divide the workers' compute fit, and a single
 // "workers" entry stands for every rank.
-void parse_topology(json const& t, sluice::problem& p) {
+// Returns whether the exchange is left to the solver ("auto").
+bool parse_topology(json const& t, sluice::problem& p) {
   std::string const where = "topology";
   require(t.is_object(), errc::invalid_argument,
           "topology must be an object: {{\"groups\": G, \"group_size\": S, "
@@ -105,16 +108,16 @@ void parse_topology(json const& t, sluice::problem& p) {
   std::size_t const groups = count(t["groups"], "topology.groups", 1, 1u << 20);
   std::size_t const size = count(t["group_size"], "topology.group_size", 1, 1u << 20);
   std::size_t const ranks = groups * size;
+  std::string x = "auto";
   if (t.contains("exchange")) {
     require(t["exchange"].is_string(), errc::invalid_argument,
-            "topology.exchange must be \"hierarchical\" or \"flat\"");
-    auto const x = t["exchange"].get<std::string>();
-    require(x == "hierarchical" || x == "flat", errc::invalid_argument,
-            "topology.exchange is '{}'; it must be \"hierarchical\" or \"flat\"", x);
-    p.exchange = x == "flat" ? sluice::exchange_kind::flat : sluice::exchange_kind::hierarchical;
-  } else {
-    p.exchange = sluice::exchange_kind::hierarchical;
+            "topology.exchange must be \"auto\", \"hierarchical\" or \"flat\"");
+    x = t["exchange"].get<std::string>();
+    require(x == "auto" || x == "hierarchical" || x == "flat", errc::invalid_argument,
+            "topology.exchange is '{}'; it must be \"auto\", \"hierarchical\" or \"flat\"", x);
   }
+  p.exchange = x == "hierarchical" ? sluice::exchange_kind::hierarchical : sluice::exchange_kind::flat;
+  bool const auto_exchange = x == "auto";
   if (p.workers.size() == 1 && ranks > 1) p.workers.resize(ranks, p.workers.front());
   require(p.workers.size() == ranks, errc::invalid_argument,
           "topology.groups x topology.group_size is {} ranks but \"workers\" lists {}; list one worker per rank, or "
@@ -138,11 +141,18 @@ void parse_topology(json const& t, sluice::problem& p) {
   };
   p.links = {{size, positive(t, "intra_mbps", where, 10000, max_mbps) * 1e6 / 8, latency("intra_latency_us", 20)},
              {groups, positive(t, "inter_mbps", where, 100, max_mbps) * 1e6 / 8, latency("inter_latency_us", 200)}};
+  return auto_exchange;
 }
 
-sluice::problem parse_problem(json const& j) {
+struct input {
+  sluice::problem problem;
+  bool auto_exchange = false;  // topology.exchange "auto": choose_exchange decides
+};
+
+input parse_problem(json const& j) {
   require(j.is_object(), errc::invalid_argument, "input: the top level must be an object");
-  sluice::problem p;
+  input in;
+  sluice::problem& p = in.problem;
   std::size_t i = 0;
   for (auto const& w : list(j, "workers")) {
     std::string const where = fmt::format("workers[{}]", i++);
@@ -165,7 +175,7 @@ sluice::problem parse_problem(json const& j) {
   if (j.contains("topology")) {
     require(!j.contains("links"), errc::invalid_argument,
             "input: give either \"links\" or \"topology\" (which makes the two link levels), not both");
-    parse_topology(j["topology"], p);
+    in.auto_exchange = parse_topology(j["topology"], p);
   } else {
     i = 0;
     for (auto const& l : list(j, "links")) {
@@ -250,7 +260,7 @@ sluice::problem parse_problem(json const& j) {
       p.efficiency = sluice::fit_efficiency(runs, p.efficiency);
     }
   }
-  return p;
+  return in;
 }
 
 sluice::config_request parse_fixed(json const& j) {
@@ -292,13 +302,25 @@ json to_json(sluice::plan const& p) {
             {"pipelined", s.pipelined}}}};
 }
 
-void print_text(std::vector<sluice::plan> const& r, std::vector<double> const& bw, bool hierarchical) {
+// The exchange the plan is for, and (auto) what the other one would take.
+struct exchange_note {
+  bool hierarchical = false;
+  sluice::plan const* other = nullptr;  // auto: the other exchange's best plan
+};
+
+void print_text(std::vector<sluice::plan> const& r, std::vector<double> const& bw, exchange_note const& x) {
   std::string links;
   for (double b : bw) links += fmt::format("{}{:g}", links.empty() ? "" : ", ", b * 8e-6);
   auto const& b = r.front();
   fmt::print("links [{}] Mbit/s\n", links);
-  if (hierarchical)
+  if (x.hierarchical)
     fmt::print("exchange hierarchical: groups sum on their leaders; the codec runs between the leaders\n");
+  else if (x.other)
+    fmt::print("exchange flat: every rank runs the codec's collective over every link\n");
+  if (x.other)
+    fmt::print("  chosen over {}: its best plan ({}) reaches the target in {:.0f} s (+{:.1f}%)\n",
+               x.hierarchical ? "flat" : "hierarchical", x.other->codec, x.other->predicted.time_to_accuracy,
+               100 * (x.other->predicted.time_to_accuracy / b.predicted.time_to_accuracy - 1));
   fmt::print("chosen: {}\n  batches {} (global {}), bucket cap {:g} MiB, staleness {}\n", b.codec,
              fmt::join(b.batches, " "), b.global_batch, static_cast<double>(b.bucket_cap_bytes) / (1 << 20),
              b.staleness);
@@ -373,25 +395,35 @@ int main(int argc, char** argv) {
     } catch (json::exception const& e) {
       sluice::throw_error(errc::invalid_argument, "input is not valid JSON: {}", e.what());
     }
-    sluice::solver const s(parse_problem(j));
+    auto in = parse_problem(j);
     auto const req = parse_fixed(j);
-    std::vector<double> bw = s.configured_bandwidths();
+    std::vector<double> bw;
+    for (auto const& l : in.problem.links) bw.push_back(l.bytes_per_second);
     if (!mbps.empty()) {
       require(mbps.size() == bw.size(), errc::invalid_argument, "--mbps: {} values for {} link levels", mbps.size(),
               bw.size());
       for (std::size_t l = 0; l < bw.size(); ++l) bw[l] = mbps[l] * 1e6 / 8;
     }
+    std::optional<sluice::exchange_choice> choice;
+    if (in.auto_exchange) {
+      choice = sluice::choose_exchange(in.problem, req, bw);
+      in.problem.exchange = choice->exchange;
+    }
+    bool const hierarchical = in.problem.exchange == sluice::exchange_kind::hierarchical;
+    exchange_note const note{hierarchical, choice ? (hierarchical ? &choice->flat : &choice->hierarchical) : nullptr};
+    sluice::solver const s(std::move(in.problem));
     auto const r = s.ranked(req, bw, runner_ups + 1);
     if (as_json) {
       json out{{"bandwidths_mbps", json::array()},
-               {"exchange", s.description().exchange == sluice::exchange_kind::hierarchical ? "hierarchical" : "flat"},
+               {"exchange", hierarchical ? "hierarchical" : "flat"},
                {"chosen", to_json(r.front())},
                {"runner_ups", json::array()}};
+      if (note.other) out["other_exchange"] = to_json(*note.other);
       for (double b : bw) out["bandwidths_mbps"].push_back(b * 8e-6);
       for (std::size_t i = 1; i < r.size(); ++i) out["runner_ups"].push_back(to_json(r[i]));
       std::cout << out.dump(2) << "\n";
     } else {
-      print_text(r, bw, s.description().exchange == sluice::exchange_kind::hierarchical);
+      print_text(r, bw, note);
     }
   } catch (sluice::error const& e) {
     fmt::print(stderr, "sluice-plan: {}\n", e.what());

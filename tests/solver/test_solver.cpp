@@ -484,6 +484,64 @@ TEST_CASE("tiers: the solver is the brute-force optimum with hierarchical exchan
   CHECK(tried > 0);
 }
 
+TEST_CASE("tiers: a flat exchange over two levels loads each uplink as the collective over every rank does") {
+  // 2 groups of 2, ranks numbered group by group: a ring crosses each uplink once a step; the
+  // quantizers' pairwise reduce-scatter sends each rank's 3 chunks, 2 of them per rank across.
+  std::vector<link_level> const links{{2, 1.25e9, 20e-6}, {2, 12.5e6, 200e-6}};
+  std::size_t const n = 1000;
+  double const f1 = static_cast<double>(identity{}.max_encoded_bytes(250));
+  auto x = flat_exchange(identity{}, n, links);
+  REQUIRE(x.size() == 1);
+  CHECK(x[0][0].bytes == 6 * f1);
+  CHECK(x[0][1].bytes == 6 * f1);
+  CHECK(x[0][1].messages == 6);
+  maxmin_quantize const q{.bits = 4};
+  double const fq = static_cast<double>(q.max_encoded_bytes(250));
+  x = flat_exchange(q, n, links);
+  REQUIRE(x.size() == 2);
+  CHECK(x[0][0].bytes == 3 * fq);  // a rank's own sends
+  CHECK(x[0][1].bytes == 4 * fq);  // 2 ranks x 2 chunks through the group's uplink
+  CHECK(x[1][0].bytes == 3 * fq);
+  CHECK(x[1][1].bytes == 3 * fq);
+  top_k const k{.ratio = 0.01};
+  x = flat_exchange(k, n, links);
+  REQUIRE(x.size() == 1);
+  CHECK(x[0][1].bytes == 3 * static_cast<double>(k.max_encoded_bytes(n)));
+  // One level of 4 ranks: the traffic table's bucket_traffic, split into phases.
+  std::vector<link_level> const one{{4, 12.5e6, 200e-6}};
+  for (codec_value const c : {codec_value{identity{}}, codec_value{q}, codec_value{k}}) {
+    double bytes = 0, messages = 0;
+    for (auto const& ph : flat_exchange(c, n, one)) {
+      bytes += ph[0].bytes;
+      messages += ph[0].messages;
+    }
+    CHECK(bytes == bucket_traffic(c, n, 4, 1).bytes);
+    CHECK(messages == bucket_traffic(c, n, 4, 1).messages);
+  }
+  // A level whose groups hold every rank is not crossed.
+  std::vector<link_level> const inner_only{{4, 1.25e9, 20e-6}, {1, 12.5e6, 200e-6}};
+  CHECK(flat_exchange(identity{}, n, inner_only)[0][1].bytes == 0);
+}
+
+TEST_CASE("tiers: choose_exchange takes hierarchical where the thin link sets the pace, flat where it does not") {
+  problem p = tiers_problem(12.5e6);
+  config_request dense;
+  dense.codec = codec_value{identity{}};
+  auto const thin = choose_exchange(p, dense);
+  CHECK(thin.exchange == exchange_kind::hierarchical);
+  CHECK(thin.hierarchical.predicted.stages.exchange < thin.flat.predicted.stages.exchange);
+  CHECK(&thin.chosen() == &thin.hierarchical);
+  // Fast links everywhere: a sparsifier's leader hop buys nothing and its ratio / 2 costs steps.
+  p.links[1].bytes_per_second = 1.25e9;
+  config_request sparse;
+  sparse.codec = codec_value{top_k{.ratio = 0.02}};
+  auto const fat = choose_exchange(p, sparse);
+  CHECK(fat.exchange == exchange_kind::flat);
+  CHECK(fat.flat.predicted.time_to_accuracy < fat.hierarchical.predicted.time_to_accuracy);
+  p.links = {{4, 1.25e9, 20e-6}};
+  CHECK_THROWS_WITH_AS((void)choose_exchange(p, {}), doctest::Contains("a hierarchical exchange needs two"), error);
+}
+
 TEST_CASE("tiers: a hierarchical exchange without two link levels is an error naming it") {
   problem p = tiers_problem(12.5e6);
   p.links = {{4, 1.25e9, 20e-6}};

@@ -190,9 +190,44 @@ inline bool gathers(codec_value const& c) noexcept {
   return std::holds_alternative<top_k>(c) || std::holds_alternative<block_top_k>(c);
 }
 
+/// One phase of a bucket's exchange: the load on each link level's uplinks (innermost first),
+/// which carry it at the same time, so the phase lasts as long as its slowest level.
+using exchange_phase = std::vector<traffic>;
+
+/// One bucket of n elements exchanged by the codec's collective over every rank of `links` at
+/// once (sluice::by_codec over one transport; ranks numbered group by group, as launchers number
+/// them), phase by phase. Level l's uplink serves the s_l = group_0 x ... x group_(l-1) ranks
+/// below it (s_0 = 1: a rank's own link) and carries what they send to ranks outside them: one
+/// item per step of a ring (identity's ring allreduce; the allgather that ends the quantizers' and
+/// the sparsifiers' collectives), and s_l (N - s_l) chunks in the quantizers' pairwise
+/// reduce-scatter. One level of N ranks gives bucket_traffic(c, n, N, 1), split into phases.
+inline std::vector<exchange_phase> flat_exchange(codec_value const& c, std::size_t n,
+                                                 std::span<link_level const> links) {
+  std::size_t ranks = 1;
+  for (auto const& l : links) ranks *= l.group;
+  if (ranks <= 1 || n == 0) return {};
+  auto const steps = static_cast<double>(ranks - 1);
+  // Per level: the ranks below its uplink, when some lie outside them (else 0: not crossed).
+  std::vector<std::size_t> below(links.size(), 0);
+  for (std::size_t l = 0, s = 1; l < links.size(); s *= links[l].group, ++l) below[l] = s < ranks ? s : 0;
+  auto const ring = [&](double item, double count) {
+    exchange_phase ph(links.size());
+    for (std::size_t l = 0; l < links.size(); ++l)
+      if (below[l] != 0) ph[l] = {count * item, count};
+    return ph;
+  };
+  if (gathers(c)) return {ring(static_cast<double>(frame_bytes(c, n)), steps)};
+  auto const chunk = static_cast<double>(frame_bytes(c, (n + ranks - 1) / ranks));
+  if (std::holds_alternative<identity>(c)) return {ring(chunk, 2 * steps)};
+  exchange_phase pairwise(links.size());
+  for (std::size_t l = 0; l < links.size(); ++l)
+    if (below[l] != 0) pairwise[l] = {static_cast<double>(below[l] * (ranks - below[l])) * chunk, steps};
+  return {std::move(pairwise), ring(chunk, steps)};
+}
+
 /// How the ranks use the link levels (docs/solver.md, "Tiers").
 enum class exchange_kind : std::uint8_t {
-  flat,          ///< the codec's collective level by level over every rank (the traffic table)
+  flat,          ///< the codec's collective over every rank at once (flat_exchange)
   hierarchical,  ///< sluice::by_hierarchical: the innermost level sums fp32 on each group's leader;
                  ///< the leaders alone run the codec's collective over the outer levels
 };

@@ -322,7 +322,7 @@ class solver {
   struct bucket_cost {
     double dense_bytes = 0;
     bool compressed = true;
-    std::vector<traffic> levels{};  // per link level
+    std::vector<exchange_phase> phases{};  // one after the other; each per link level
   };
   struct table {
     std::size_t cap = 0;
@@ -347,8 +347,13 @@ class solver {
     for (auto const& b : t.buckets) {
       double const e = b.compressed ? b.dense_bytes * t.codec.encode_seconds_per_byte : 0;
       double x = 0;
-      for (std::size_t l = 0; l < b.levels.size(); ++l)
-        x += (b.levels[l].bytes + b.levels[l].received) / bw[l] + b.levels[l].messages * p_.links[l].latency_seconds;
+      for (auto const& ph : b.phases) {
+        double slowest = 0;
+        for (std::size_t l = 0; l < ph.size(); ++l)
+          slowest =
+              std::max(slowest, (ph[l].bytes + ph[l].received) / bw[l] + ph[l].messages * p_.links[l].latency_seconds);
+        x += slowest;
+      }
       double const o = b.dense_bytes * p_.apply_seconds_per_byte * (b.compressed ? t.apply_fraction : 1.0);
       st.encode += e;
       st.exchange += x;
@@ -372,20 +377,27 @@ class solver {
     double const frames_summed =
         static_cast<double>(tiers ? p_.workers.size() / p_.links.front().group : p_.workers.size());
     if (p_.sparse_apply && gathers(c.codec)) t.apply_fraction = std::min(1.0, frames_summed * density(c.codec));
+    std::span<link_level const> const links(p_.links);
     for (auto const& b : bp.buckets()) {
       bucket_cost bc{static_cast<double>(b.bytes), b.compressed, {}};
       codec_value const& cv = b.compressed ? c.codec : codec_value{identity{}};
-      std::size_t frames = 1;
-      for (std::size_t l = 0; l < p_.links.size(); ++l) {
-        std::size_t const g = p_.links[l].group;
-        if (tiers && l == 0) {  // fp32 to the leader and back; the leader encodes the group's sum
-          bc.levels.push_back(leader_traffic(b.elements, g));
-        } else {
-          bc.levels.push_back(bucket_traffic(cv, b.elements, g, frames));
-          if (gathers(cv)) frames *= g;
+      if (!tiers) {
+        bc.phases = flat_exchange(cv, b.elements, links);
+      } else {
+        // fp32 to the leader and back on the groups' path, around the leaders' collective of the
+        // group's sum over the outer levels (re-encoded: sparse frames restart at one per leader).
+        exchange_phase lead(links.size());
+        lead[0] = leader_traffic(b.elements, links[0].group);
+        bc.phases.push_back(std::move(lead));
+        for (auto& outer : flat_exchange(cv, b.elements, links.subspan(1))) {
+          outer.insert(outer.begin(), traffic{});
+          bc.phases.push_back(std::move(outer));
         }
-        t.bytes_per_step += bc.levels.back().bytes;
       }
+      // Bytes the busiest rank sends: its own link's load (a leader's, in two tiers).
+      for (auto const& ph : bc.phases)
+        for (std::size_t l = 0; l < ph.size(); ++l)
+          if (l == 0 || (tiers && l == 1)) t.bytes_per_step += ph[l].bytes;
       t.buckets.push_back(std::move(bc));
     }
     return t;
@@ -490,5 +502,34 @@ class solver {
   std::vector<table> tables_{};
   std::vector<std::vector<std::size_t>> allocations_{};
 };
+
+/// A problem of two or more link levels solved for each exchange, and the one whose plan reaches
+/// the target sooner.
+struct exchange_choice {
+  exchange_kind exchange = exchange_kind::flat;  ///< the sooner (ties: flat, which has no leader hop)
+  plan flat{};                                   ///< the best plan of sluice::by_codec over every rank
+  plan hierarchical{};  ///< the best plan of sluice::by_hierarchical{.group_size = links[0].group}
+  [[nodiscard]] plan const& chosen() const noexcept { return exchange == exchange_kind::flat ? flat : hierarchical; }
+};
+
+/// Solves `p` (whatever its `exchange`) flat and hierarchical for the request at these bandwidths
+/// (empty: the configured ones). A pipeline's exchange is part of its type, so this is a choice
+/// made before it is built (sluice-plan's "exchange": "auto"); the controller then solves with
+/// the chosen one fixed. errc::invalid_argument for fewer than two link levels, and what
+/// solver::solve raises.
+inline exchange_choice choose_exchange(problem p, config_request const& req, std::span<double const> bandwidths = {}) {
+  require(p.links.size() >= 2, errc::invalid_argument,
+          "choose_exchange: {} link level(s); a hierarchical exchange needs two (the groups' path first, then the "
+          "leaders')",
+          p.links.size());
+  exchange_choice c;
+  p.exchange = exchange_kind::flat;
+  c.flat = solver(p).solve(req, bandwidths);
+  p.exchange = exchange_kind::hierarchical;
+  c.hierarchical = solver(std::move(p)).solve(req, bandwidths);
+  if (c.hierarchical.predicted.time_to_accuracy < c.flat.predicted.time_to_accuracy)
+    c.exchange = exchange_kind::hierarchical;
+  return c;
+}
 
 }  // namespace sluice
