@@ -10,7 +10,8 @@
 #                                        # with FASHION_MNIST_HIERARCHICAL=ON
 # Knobs: RATES ("100mbit 1gbit"), CONFIGS ("block_top_k ring_dense"; also block_top_k2: 2 %, maxmin4,
 # ddp: PyTorch DDP, flat),
-# EXCHANGES ("codec hierarchical"), TARGET (0.88), EPOCHS (15); NETNS_PREFIX and NETNS_SUBNET as scripts/netns.sh.
+# EXCHANGES ("codec hierarchical"), TARGET (0.88), EPOCHS (15), SEED (1: the data order and initial
+# weights; runs with another seed are named ...-sSEED); NETNS_PREFIX and NETNS_SUBNET as scripts/netns.sh.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 build=$(realpath "${1:?usage: scripts/bench-tiers.sh BUILD_DIR}")
@@ -21,9 +22,10 @@ RATES=${RATES:-"100mbit 1gbit"}
 CONFIGS=${CONFIGS:-"block_top_k ring_dense"}
 TARGET=${TARGET:-0.88}
 EPOCHS=${EPOCHS:-15}
+SEED=${SEED:-1}
 out="$build/bench/tiers"
 mkdir -p "$out"
-common=(--batch 64 --staleness 1 --seed 1 --optimizer adam --lr 1e-3 --eval-every 117 --epochs "$EPOCHS"
+common=(--batch 64 --staleness 1 --seed "$SEED" --optimizer adam --lr 1e-3 --eval-every 117 --epochs "$EPOCHS"
         --target-accuracy "$TARGET" --quiet)
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 # PyTorch DDP (configuration ddp: scripts/ddp_fashion_mnist.py, gloo, one process per rank, the
@@ -32,7 +34,7 @@ source "$here/lib.sh"
 if [[ " $CONFIGS " == *" ddp "* ]]; then
   torch_py=$(sluice_torch_python) || { echo "bench-tiers.sh: ddp needs python3-torch (scripts/packages.txt group ddp)" >&2; exit 2; }
 fi
-ddp=("$here/ddp_fashion_mnist.py" --batch 64 --seed 1 --optimizer adam --lr 1e-3 --eval-every 117 --epochs "$EPOCHS"
+ddp=("$here/ddp_fashion_mnist.py" --batch 64 --seed "$SEED" --optimizer adam --lr 1e-3 --eval-every 117 --epochs "$EPOCHS"
      --target-accuracy "$TARGET" --quiet)
 config_args() {
   case $1 in
@@ -68,6 +70,7 @@ for rate in $RATES; do
     [[ $c == ddp ]] && exchanges=flat
     for x in $exchanges; do
       name="$c-$x-$rate"
+      [[ $SEED == 1 ]] || name+="-s$SEED"
       port=$((port + 1))
       pids=()
       before=$(uplink_bytes)
