@@ -41,14 +41,20 @@ struct scenario_registrar {
   scenario_registrar(char const* name, std::function<int()> f) { scenarios()[name] = std::move(f); }
 };
 
-/// True when `port` on 127.0.0.1 can be bound now.
-inline bool port_is_free(int port) {
-  int const s = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (s < 0) return false;
+/// 127.0.0.1:port, for bind() and connect().
+inline sockaddr_in loopback_address(int port) {
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   a.sin_port = htons(static_cast<std::uint16_t>(port));
+  return a;
+}
+
+/// True when `port` on 127.0.0.1 can be bound now.
+inline bool port_is_free(int port) {
+  int const s = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (s < 0) return false;
+  sockaddr_in a = loopback_address(port);
   bool const ok = ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
   ::close(s);
   return ok;

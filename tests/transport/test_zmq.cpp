@@ -243,10 +243,7 @@ int accept_and_close(int port, int n) {
   int const s = ::socket(AF_INET, SOCK_STREAM, 0);
   int const one = 1;
   ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sockaddr_in a = test::loopback_address(port);
   REQUIRE(::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
   REQUIRE(::listen(s, 8) == 0);
   int closed = 0;
@@ -442,10 +439,7 @@ namespace {
 // closed the connection within 10 s (it must, at once, when `declared` is above its frame bound).
 bool declared_frame_closes(int port, char const* mechanism, std::uint64_t declared) {
   int const fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sockaddr_in a = test::loopback_address(port);
   REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
   std::array<unsigned char, 64> greeting{};
   greeting[0] = 0xff;
