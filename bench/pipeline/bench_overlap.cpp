@@ -8,8 +8,13 @@
 //   spread 0: sleep C, then hand every gradient in through step(grads);
 //   spread 1: sleep C / 3 (forward), then hand the gradients in one by one through gradient_ready,
 //             spread evenly over the remaining 2 C / 3 (a simulated backward), then step().
-// Counters: step_over_compute (median step / C; 1.0: everything hidden), cpu_work_ms (W),
-// trainer_cpu_frac (CPU time of the trainer's thread inside sluice calls per step, over W).
+// Where the trainer's parameters and gradients live (`homes`): its own memory (copied in and
+// out), parameters in the pipeline's buffers, or both; with the gradients in the pipeline's
+// buffers they are written there once (the GPU's device-to-host copy, not the CPU's work) and
+// handed in by index every step.
+// Counters: step_over_compute (median step / C; 1.0: everything hidden), cpu_work_ms (W, with the
+// same homes), trainer_cpu_frac (CPU time of the trainer's thread inside sluice calls per step,
+// over W).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -18,8 +23,10 @@
 #include <cstdint>
 #include <ctime>
 #include <map>
+#include <span>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -53,6 +60,37 @@ void pin_to(int core) {
   ::pthread_setaffinity_np(::pthread_self(), sizeof set, &set);
 }
 
+// 0: parameters and gradients in the trainer's memory; 1: parameters in the pipeline's buffers;
+// 2: parameters and gradients in the pipeline's buffers.
+struct homes {
+  parameter_home parameters = parameter_home::trainer;
+  gradient_home gradients = gradient_home::trainer;
+  explicit homes(long arg)
+      : parameters(arg >= 1 ? parameter_home::pipeline : parameter_home::trainer),
+        gradients(arg >= 2 ? gradient_home::pipeline : gradient_home::trainer) {}
+};
+
+// Hands step `s`'s gradients in: through the trainer's spans, or (gradient_home::pipeline) by
+// index into the buffers gradients() hands out, which the first staleness + 1 steps fill.
+template <class P>
+void hand_in(P& pipe, std::vector<std::span<float const>> const& grads, std::size_t k) {
+  if (pipe.options().gradients == gradient_home::pipeline)
+    pipe.gradient_ready(k);
+  else
+    pipe.gradient_ready(k, grads[k]);
+}
+template <class P>
+void fill_owned(P& pipe, std::vector<std::span<float const>> const& grads, int s) {
+  if (pipe.options().gradients != gradient_home::pipeline || s > static_cast<int>(pipe.options().staleness)) return;
+  auto const into = pipe.gradients();
+  for (std::size_t k = 0; k < grads.size(); ++k) std::copy(grads[k].begin(), grads[k].end(), into[k].begin());
+}
+template <class P>
+void step_all(P& pipe, std::vector<std::span<float const>> const& grads) {
+  for (std::size_t k = grads.size(); k-- > 0;) hand_in(pipe, grads, k);
+  pipe.step();
+}
+
 struct run_figures {
   double step_s = 0;         // median step (wall)
   double trainer_cpu_s = 0;  // median CPU time of rank 0's trainer thread inside sluice calls per step
@@ -61,7 +99,7 @@ struct run_figures {
 // `steps` measured steps (after one warm-up) on `ranks` pinned ranks.
 template <class C, class F, class O>
 run_figures run(C codec, F feedback, O opt, layout const& l, int ranks, unsigned staleness, double compute_s,
-                bool spread, int nice, compensation_method compensation, parameter_home home, int steps) {
+                bool spread, int nice, compensation_method compensation, homes home, int steps) {
   auto eps = local_transport::create(ranks);
   std::vector<double> times, trainer_cpu;
   std::vector<std::thread> threads;
@@ -76,7 +114,8 @@ run_figures run(C codec, F feedback, O opt, layout const& l, int ranks, unsigned
       o.scheduling.cpus = {r};
       o.scheduling.nice = nice;
       o.compensation.method = compensation;
-      o.parameters = home;
+      o.parameters = home.parameters;
+      o.gradients = home.gradients;
       pipeline pipe{codec, feedback, opt, eps[static_cast<std::size_t>(r)], o};
       auto spans = p.spans();
       pipe.attach(l, spans);
@@ -84,6 +123,7 @@ run_figures run(C codec, F feedback, O opt, layout const& l, int ranks, unsigned
       auto const compute = std::chrono::duration<double>(compute_s);
       for (int s = 0; s <= steps; ++s) {
         if (s == 1) sync.arrive_and_wait();
+        fill_owned(pipe, grads, s);
         auto const t0 = clock_type::now();
         double inside = 0;
         auto timed = [&](auto&& call) {
@@ -91,17 +131,19 @@ run_figures run(C codec, F feedback, O opt, layout const& l, int ranks, unsigned
           call();
           inside += thread_cpu_seconds() - c0;
         };
+        // Backward starts after the forward (C / 3): the gradient buffers must be free by then.
+        std::this_thread::sleep_until(t0 + compute / 3);
+        if (home.gradients == gradient_home::pipeline) timed([&] { (void)pipe.gradients(); });
         if (spread) {
-          std::this_thread::sleep_until(t0 + compute / 3);
           auto const n = grads.size();
           for (std::size_t k = n; k-- > 0;) {
             std::this_thread::sleep_until(t0 + compute / 3 + (compute * 2 / 3) * (double(n - k) / double(n)));
-            timed([&] { pipe.gradient_ready(k, grads[k]); });
+            timed([&] { hand_in(pipe, grads, k); });
           }
           timed([&] { pipe.step(); });
         } else {
           std::this_thread::sleep_until(t0 + compute);
-          timed([&] { pipe.step(grads); });
+          timed([&] { step_all(pipe, grads); });
         }
         if (r == 0 && s > 0) {
           times.push_back(std::chrono::duration<double>(clock_type::now() - t0).count());
@@ -117,13 +159,14 @@ run_figures run(C codec, F feedback, O opt, layout const& l, int ranks, unsigned
   return {times[times.size() / 2], trainer_cpu[trainer_cpu.size() / 2]};
 }
 
-// W: the pipeline's CPU work per step and rank (staleness 0, no compute), cached per (codec, ranks).
+// W: the pipeline's CPU work per step and rank (staleness 0, no compute), cached per (codec,
+// ranks, homes).
 template <class C, class F, class O>
-double cpu_work(std::string const& key, C codec, F feedback, O opt, layout const& l, int ranks) {
-  static std::map<std::pair<std::string, int>, double> cache;
-  auto const it = cache.find({key, ranks});
+double cpu_work(std::string const& key, C codec, F feedback, O opt, layout const& l, int ranks, long home_arg) {
+  static std::map<std::tuple<std::string, int, long>, double> cache;
+  auto const it = cache.find({key, ranks, home_arg});
   if (it != cache.end()) return it->second;
-  int const steps = 6;
+  int const steps = 12;
   auto eps = local_transport::create(ranks);
   std::vector<std::thread> threads;
   double cpu0 = 0;
@@ -138,20 +181,27 @@ double cpu_work(std::string const& key, C codec, F feedback, O opt, layout const
       test::gradients(r, 0, p, g);
       pipeline_options o{.seed = 1, .kernel_threads = 1};
       o.scheduling.cpus = {r};
+      homes const home(home_arg);
+      o.parameters = home.parameters;
+      o.gradients = home.gradients;
       pipeline pipe{codec, feedback, opt, eps[static_cast<std::size_t>(r)], o};
       auto spans = p.spans();
       pipe.attach(l, spans);
       auto const grads = test::views(g);
-      pipe.step(grads);  // warm-up
+      fill_owned(pipe, grads, 0);
+      step_all(pipe, grads);  // warm-up
       sync.arrive_and_wait();
-      for (int s = 0; s < steps; ++s) pipe.step(grads);
+      for (int s = 0; s < steps; ++s) {
+        if (home.gradients == gradient_home::pipeline) (void)pipe.gradients();
+        step_all(pipe, grads);
+      }
       done.arrive_and_wait();
       if (r == 0) cpu1 = process_cpu_seconds();
       done.arrive_and_wait();
     });
   for (auto& th : threads) th.join();
   double const w = (cpu1 - cpu0) / steps / ranks;
-  cache[{key, ranks}] = w;
+  cache[{key, ranks, home_arg}] = w;
   return w;
 }
 
@@ -163,17 +213,17 @@ void overlap_core_per_rank(benchmark::State& state, std::string const& key, C co
   bool const spread = state.range(3) != 0;
   int const nice = static_cast<int>(state.range(4));
   auto const compensation = state.range(5) != 0 ? compensation_method::local_step : compensation_method::none;
-  auto const home = state.range(6) != 0 ? parameter_home::pipeline : parameter_home::trainer;
+  homes const home(state.range(6));
   if (static_cast<unsigned>(ranks) > std::thread::hardware_concurrency()) {
     state.SkipWithError("fewer cores than ranks");
     return;
   }
   layout const l = bench::load_layout("resnet50");
-  double const w = cpu_work(key, codec, feedback, opt, l, ranks);
+  double const w = cpu_work(key, codec, feedback, opt, l, ranks, state.range(6));
   double const compute = factor * w;
   run_figures f;
   for (auto _ : state) {
-    f = run(codec, feedback, opt, l, ranks, staleness, compute, spread, nice, compensation, home, 6);
+    f = run(codec, feedback, opt, l, ranks, staleness, compute, spread, nice, compensation, home, 24);
     state.SetIterationTime(f.step_s);
   }
   state.counters["step_over_compute"] = f.step_s / compute;
@@ -187,19 +237,22 @@ void overlap_core_per_rank(benchmark::State& state, std::string const& key, C co
   state.SetLabel(fmt::format("{}, resnet50, {} rank(s) with a core each, staleness {}{}, C = {:.1f} W{}, nice {}{}",
                              key, ranks, staleness, staleness > 0 ? fmt::format(" ({})", compensation) : "", factor,
                              spread ? ", gradients spread over backward" : "", nice,
-                             home == parameter_home::pipeline ? ", parameters in the pipeline" : ""));
+                             home.gradients == gradient_home::pipeline ? ", parameters and gradients in the pipeline"
+                             : home.parameters == parameter_home::pipeline ? ", parameters in the pipeline"
+                                                                           : ""));
 }
 
 // ranks, staleness, C as % of W, spread, nice of encode/apply, compensation (0: none, 1:
-// local_step, the default), parameters (0: the trainer's spans, 1: owned by the pipeline).
+// local_step, the default), homes (0: the trainer's memory, 1: parameters in the pipeline, 2:
+// parameters and gradients in the pipeline).
 void grid(benchmark::internal::Benchmark* b) {
-  for (int home : {0, 1})
+  for (int home : {0, 1, 2})
     for (int ranks : {1, 2})
       for (int s : {0, 1, 2})
         for (int c : {100, 150})
           for (int comp : {0, 1})
             if (s > 0 || comp == 1) b->Args({ranks, s, c, 0, 10, comp, home});
-  for (int home : {0, 1})
+  for (int home : {0, 1, 2})
     for (int ranks : {1, 2})
       for (int c : {100, 150}) {
         b->Args({ranks, 0, c, 1, 10, 1, home});
@@ -209,7 +262,7 @@ void grid(benchmark::internal::Benchmark* b) {
   b->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1);
 }
 void small_grid(benchmark::internal::Benchmark* b) {
-  for (int home : {0, 1}) {
+  for (int home : {0, 1, 2}) {
     b->Args({1, 0, 100, 0, 10, 1, home});
     b->Args({1, 1, 100, 0, 10, 0, home});
     b->Args({1, 0, 100, 1, 10, 1, home});

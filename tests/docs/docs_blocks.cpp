@@ -235,6 +235,13 @@ struct toy_model {
   }
 };
 
+/// The toy model's backward for tensor i (w: 64 x 64, b: 64) from the weights the forward read.
+void backward_into(std::size_t i, std::span<std::span<float const> const> weights, std::span<float> grad, int rank) {
+  for (std::size_t k = 0; k < grad.size(); ++k)
+    grad[k] =
+        i == 0 ? weights[0][k] - static_cast<float>((k + static_cast<std::size_t>(rank)) % 7) : weights[1][k] - 1.0f;
+}
+
 /// One worker on a 1 Gbit/s link, the toy model, two top-k candidates: the solver blocks' problem.
 sluice::problem toy_problem(toy_model const& m) {
   sluice::problem problem;
@@ -310,6 +317,57 @@ TEST_CASE("docs/pipeline.md: two tiers and the staleness compensation") {
       .staleness = 1, .compensation = {.method = sluice::compensation_method::local_step}};  // the default
   // example-end compensation
   CHECK(options.compensation == sluice::pipeline_options{}.compensation);
+}
+
+TEST_CASE("docs/pipeline.md: no copy on the trainer's path") {
+  std::vector<std::vector<float>> out(2), copied(2);
+  local_world(2, [&](sluice::local_transport& transport) {
+    toy_model m;
+    int const rank = transport.rank(), steps = 4;
+    auto const& layout = m.layout;
+    auto const& params = m.params;
+    // example-begin no-copy
+    sluice::pipeline_options options{.staleness = 1};
+    options.parameters = sluice::parameter_home::pipeline;  // read parameters() after each step
+    options.gradients = sluice::gradient_home::pipeline;    // write into gradients() each step
+    sluice::pipeline pipe{sluice::block_top_k{.ratio = 0.01}, sluice::residual{}, sluice::adam{.lr = 1e-3}, transport,
+                          options};
+    pipe.attach(layout, params);  // params: the initial values only
+    for (int step = 0; step < steps; ++step) {
+      auto const weights = pipe.parameters();  // forward reads these (tensor i: weights[i])
+      auto const grads = pipe.gradients();     // backward writes here (waits until the buffer is free)
+      for (std::size_t i = grads.size(); i-- > 0;) {
+        backward_into(i, weights, grads[i], rank);
+        pipe.gradient_ready(i);  // from here the buffer is the pipeline's
+      }
+      pipe.step();  // no pass over the model on this thread
+    }
+    pipe.synchronize();
+    // example-end no-copy
+    out[static_cast<std::size_t>(rank)].assign(pipe.parameters()[0].begin(), pipe.parameters()[0].end());
+  });
+  // The trainer's own memory gives the same parameters, bit for bit.
+  local_world(2, [&](sluice::local_transport& transport) {
+    toy_model m;
+    int const rank = transport.rank();
+    sluice::pipeline pipe{sluice::block_top_k{.ratio = 0.01}, sluice::residual{}, sluice::adam{.lr = 1e-3}, transport,
+                          sluice::pipeline_options{.staleness = 1}};
+    pipe.attach(m.layout, m.params);
+    std::vector<std::span<float const>> const weights{m.w, m.b};
+    std::vector<std::vector<float>> g{m.gw, m.gb};
+    for (int step = 0; step < 4; ++step) {
+      for (std::size_t i = g.size(); i-- > 0;) {
+        backward_into(i, weights, g[i], rank);
+        pipe.gradient_ready(i, g[i]);
+      }
+      pipe.step();
+    }
+    pipe.synchronize();
+    copied[static_cast<std::size_t>(rank)] = m.w;
+  });
+  CHECK(out[0] == out[1]);
+  CHECK(out == copied);
+  CHECK(out[0] != std::vector<float>(out[0].size(), 0.0f));
 }
 
 TEST_CASE("docs/pipeline.md and docs/solver.md: the solver's controller in a pipeline") {

@@ -273,6 +273,53 @@ TEST_CASE("warm-up: DGC's exponential ramp, a bits ramp, one mechanism for every
   CHECK(fmt::format("{}", dgc).find("stages = 4") != std::string::npos);
 }
 
+TEST_CASE("residual with encode_context::fail_stop finds a NaN in its own pass, and sends the same bits") {
+  // A caller that stops on the error (a pipeline) lets throw_error skip the scan before the
+  // encode: every path (fused block, fused quantizer, fused sparse, unfused) finds the value in
+  // its compensation pass and throws the same error; without a NaN the frame and state are those
+  // of the scanned call.
+  constexpr std::size_t n = 4096;
+  auto check = [&](auto const& c, bool fuse) {
+    using C = std::remove_cvref_t<decltype(c)>;
+    CAPTURE(fmt::format("{}, fuse {}", c, fuse));
+    sluice::residual const f{.fuse = fuse};
+    std::vector<std::string> names{"layer1.weight"};
+    auto const g = random_grad(n, 3);
+    std::vector<std::vector<std::byte>> frames;
+    std::vector<std::vector<std::byte>> states;
+    for (bool stop : {false, true}) {
+      feedback_state s(f, std::vector<std::size_t>{n}, names);
+      feedback_workspace<C, float> ws;
+      std::vector<std::byte> out(c.max_encoded_bytes(n) * 2);
+      sluice::encode_context ctx{.seed = 1, .step = 3};
+      ctx.fail_stop = stop;
+      auto const bytes = f.encode(c, s.slice(0), std::span<float const>(g), ctx, ws, std::span(out));
+      frames.emplace_back(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(bytes));
+      states.push_back(s.save());
+      auto bad = g;
+      bad[2049] = NAN;
+      bad[3000] = INFINITY;
+      try {
+        (void)f.encode(c, s.slice(0), std::span<float const>(bad), ctx, ws, std::span(out));
+        FAIL("no throw");
+      } catch (sluice::error const& e) {
+        CHECK(e.kind() == sluice::errc::non_finite);
+        std::string const what = e.what();
+        CHECK(what.find("layer1.weight") != std::string::npos);
+        CHECK(what.find("element 2049") != std::string::npos);
+      }
+      if (!stop) CHECK(s.save() == states.back());  // the scan: nothing changed
+    }
+    CHECK(frames[0] == frames[1]);
+    CHECK(states[0] == states[1]);
+  };
+  for (bool fuse : {true, false}) {
+    check(sluice::block_top_k{.ratio = 0.05}, fuse);
+    check(sluice::maxmin_quantize{.bits = 4}, fuse);
+    check(sluice::top_k{.ratio = 0.05}, fuse);
+  }
+}
+
 TEST_CASE("non-finite gradients: throw, skip_step and propagate never poison the state") {
   constexpr std::size_t n = 300;
   sluice::top_k const c{.ratio = 0.1};

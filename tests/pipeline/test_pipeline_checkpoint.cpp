@@ -209,29 +209,45 @@ TEST_CASE("pipeline checkpoint: checkpoints of two runs, or a restore on one ran
 }
 
 TEST_CASE("pipeline: a non-finite gradient names its parameter and element, compressed or bypassed") {
-  for (std::size_t tensor : {std::size_t{2}, std::size_t{3}}) {  // fc2.weight (compressed), fc3.weight (bypassed)
-    CAPTURE(tensor);
-    auto errors = test::run_local(1, [&](local_transport& ep) {
-      model_params p(model());
-      test_pipeline pipe{codec(), residual{}, optimizer, ep, small_buckets(0)};
-      auto spans = p.spans();
-      pipe.attach(model(), spans);
-      std::vector<std::vector<float>> g;
-      gradients(0, 0, p, g);
-      g[tensor][7] = std::numeric_limits<float>::quiet_NaN();
-      try {
-        pipe.step(views(g));
-        FAIL("a NaN gradient went through");
-      } catch (error const& e) {
-        CHECK(e.code() == errc::non_finite);
-        std::string const what = e.what();
-        CHECK(what.find(fmt::format("'{}'", model()[tensor].name)) != std::string::npos);
-        CHECK(what.find("element 7") != std::string::npos);
-        CHECK(what.find("skip_step") == std::string::npos);  // never the fix the pipeline refuses
-      }
-    });
-    test::rethrow_first(errors);
-  }
+  // In the trainer's memory (found by the read's copy) or in the pipeline's buffers (found by the
+  // encode's own pass: no scan before it).
+  for (auto home : {gradient_home::trainer, gradient_home::pipeline})
+    for (std::size_t tensor : {std::size_t{2}, std::size_t{3}}) {  // fc2.weight (compressed), fc3.weight (bypassed)
+      CAPTURE(tensor);
+      CAPTURE(home == gradient_home::pipeline);
+      auto errors = test::run_local(1, [&](local_transport& ep) {
+        model_params p(model());
+        pipeline_options o = small_buckets(0);
+        o.gradients = home;
+        test_pipeline pipe{codec(), residual{}, optimizer, ep, o};
+        auto spans = p.spans();
+        pipe.attach(model(), spans);
+        std::vector<std::vector<float>> g;
+        gradients(0, 0, p, g);
+        g[tensor][7] = std::numeric_limits<float>::quiet_NaN();
+        try {
+          if (home == gradient_home::pipeline) {
+            auto const into = pipe.gradients();
+            for (std::size_t k = g.size(); k-- > 0;) {
+              std::copy(g[k].begin(), g[k].end(), into[k].begin());
+              pipe.gradient_ready(k);
+            }
+            pipe.step();
+            pipe.synchronize();  // the encode thread's error reaches the next call at the latest
+          } else {
+            pipe.step(views(g));
+          }
+          FAIL("a NaN gradient went through");
+        } catch (error const& e) {
+          CHECK(e.code() == errc::non_finite);
+          std::string const what = e.what();
+          CHECK(what.find(fmt::format("'{}'", model()[tensor].name)) != std::string::npos);
+          CHECK(what.find("element 7") != std::string::npos);
+          CHECK(what.find("skip_step") == std::string::npos);  // never the fix the pipeline refuses
+        }
+      });
+      test::rethrow_first(errors);
+    }
 }
 
 TEST_CASE("pipeline: non_finite_policy::skip_step is refused at construction, with what to use instead") {

@@ -413,114 +413,232 @@ TEST_CASE("pipeline: the trainer's gradient memory is its own again when step() 
   }
 }
 
-TEST_CASE("pipeline: parameters owned by the pipeline are the trainer-mode parameters, bit for bit, without a copy") {
-  // parameter_home::pipeline: the apply thread fills one of two buffers ahead of time; the
-  // trainer reads parameters() after each step. Same trajectory as the spans given to attach, for
-  // every staleness and compensation; the buffer the trainer holds never changes under it.
+// Where parameters and gradients live: the trainer's memory (copied in and out) or the
+// pipeline's buffers (handed over by pointer).
+struct homes {
+  parameter_home parameters = parameter_home::trainer;
+  gradient_home gradients = gradient_home::trainer;
+};
+
+// Runs 6 steps on every rank with the trainer's parameters and gradients in `h`, and returns
+// what the trainer read after each step (and after synchronize). Checks on the way that the
+// parameter buffer the trainer holds never changes under it, and that owned buffers are handed
+// over by pointer.
+template <class C, class F>
+std::vector<std::vector<model_params>> trajectory_with(C codec, F feedback, homes h, unsigned staleness,
+                                                       compensation_method comp, bool weighted) {
+  std::vector<std::vector<model_params>> tr(world);
+  auto errors = test::run_local(world, [&](local_transport& ep) {
+    auto const r = static_cast<std::size_t>(ep.rank());
+    model_params p(model()), seen(model());
+    pipeline_options o = small_buckets(staleness, comp);
+    o.parameters = h.parameters;
+    o.gradients = h.gradients;
+    pipeline pipe{codec, feedback, adam{.lr = 1e-2}, ep, o};
+    auto spans = p.spans();
+    pipe.attach(model(), spans);
+    if (weighted) {
+      std::vector<std::size_t> const batches{8, 16, 24, 64};
+      pipe.set_batch_sizes(batches);
+    }
+    // What the trainer reads: its spans, or the pipeline's buffer.
+    auto read = [&] {
+      auto const cur = pipe.parameters();
+      REQUIRE(cur.size() == seen.tensors.size());
+      for (std::size_t i = 0; i < cur.size(); ++i) std::copy(cur[i].begin(), cur[i].end(), seen.tensors[i].begin());
+    };
+    std::vector<std::vector<float>> g;
+    for (std::uint64_t s = 0; s < 6; ++s) {
+      read();
+      auto const held = pipe.parameters();
+      std::vector<float const*> where;
+      for (auto const& t : held) where.push_back(t.data());
+      gradients(ep.rank(), s, seen, g);
+      if (h.gradients == gradient_home::pipeline) {
+        auto const into = pipe.gradients();
+        for (std::size_t k = g.size(); k-- > 0;) {
+          std::copy(g[k].begin(), g[k].end(), into[k].begin());  // backward writes there
+          pipe.gradient_ready(k);
+        }
+      } else {
+        for (std::size_t k = g.size(); k-- > 0;) pipe.gradient_ready(k, g[k]);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the apply thread runs meanwhile
+      model_params still(model());
+      for (std::size_t i = 0; i < held.size(); ++i) std::copy(held[i].begin(), held[i].end(), still.tensors[i].begin());
+      CHECK(still == seen);  // the held buffer is the trainer's until step()
+      pipe.step();
+      if (h.parameters == parameter_home::pipeline && s + 1 > staleness)
+        CHECK(pipe.parameters()[0].data() != where[0]);  // swapped by pointer
+      read();
+      tr[r].push_back(seen);
+    }
+    pipe.synchronize();
+    read();
+    tr[r].push_back(seen);
+    if (h.parameters == parameter_home::pipeline)
+      CHECK(p.tensors == model_params(model()).tensors);  // attach's spans: untouched
+  });
+  test::rethrow_first(errors);
+  return tr;
+}
+
+TEST_CASE(
+    "pipeline: parameters and gradients in the pipeline's buffers give the trainer-mode parameters, bit for bit") {
+  // parameter_home::pipeline: the apply thread fills one of two buffers ahead of time (after a
+  // sparse step, only the blocks it and the step before changed). gradient_home::pipeline: the
+  // trainer writes into buffers gradients() hands out, encoded where they lie. Same trajectory as
+  // the trainer's own memory for every staleness and compensation, sparse and dense updates, equal
+  // and weighted batches.
+  auto same = [](auto codec, auto feedback, unsigned staleness, compensation_method comp, bool weighted) {
+    CAPTURE(fmt::format("{}", codec));
+    CAPTURE(staleness);
+    CAPTURE(comp);
+    CAPTURE(weighted);
+    auto const reference = trajectory_with(codec, feedback, {}, staleness, comp, weighted);
+    for (homes h : {homes{parameter_home::pipeline, gradient_home::trainer},
+                    homes{parameter_home::trainer, gradient_home::pipeline},
+                    homes{parameter_home::pipeline, gradient_home::pipeline}}) {
+      CAPTURE(h.parameters == parameter_home::pipeline);
+      CAPTURE(h.gradients == gradient_home::pipeline);
+      auto const got = trajectory_with(codec, feedback, h, staleness, comp, weighted);
+      for (std::size_t r = 0; r < world; ++r) CHECK(got[r] == reference[r]);
+    }
+  };
   for (unsigned staleness : {0u, 1u, 2u})
     for (auto comp :
          {compensation_method::none, compensation_method::local_step, compensation_method::weight_prediction}) {
       if (staleness == 0 && comp != compensation_method::none) continue;
-      CAPTURE(staleness);
-      CAPTURE(comp);
-      std::vector<std::vector<model_params>> trajectory[2];
-      for (auto home : {parameter_home::trainer, parameter_home::pipeline}) {
-        auto& tr = trajectory[home == parameter_home::pipeline ? 1 : 0];
-        tr.assign(world, {});
-        auto errors = test::run_local(world, [&](local_transport& ep) {
-          auto const r = static_cast<std::size_t>(ep.rank());
-          model_params p(model()), seen(model());
-          pipeline_options o = small_buckets(staleness, comp);
-          o.parameters = home;
-          pipeline pipe{block_top_k{.ratio = 0.1}, residual{}, adam{.lr = 1e-2}, ep, o};
-          auto spans = p.spans();
-          pipe.attach(model(), spans);
-          // What the trainer reads: its spans, or the pipeline's buffer.
-          auto read = [&] {
-            auto const cur = pipe.parameters();
-            REQUIRE(cur.size() == seen.tensors.size());
-            for (std::size_t i = 0; i < cur.size(); ++i)
-              std::copy(cur[i].begin(), cur[i].end(), seen.tensors[i].begin());
-          };
-          std::vector<std::vector<float>> g;
-          for (std::uint64_t s = 0; s < 6; ++s) {
-            read();
-            auto const held = pipe.parameters();
-            std::vector<float const*> where;
-            for (auto const& t : held) where.push_back(t.data());
-            gradients(ep.rank(), s, seen, g);
-            for (std::size_t k = g.size(); k-- > 0;) pipe.gradient_ready(k, g[k]);
-            std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the apply thread runs meanwhile
-            model_params still(model());
-            for (std::size_t i = 0; i < held.size(); ++i)
-              std::copy(held[i].begin(), held[i].end(), still.tensors[i].begin());
-            CHECK(still == seen);  // the held buffer is the trainer's until step()
-            pipe.step();
-            if (home == parameter_home::pipeline && s + 1 > staleness)
-              CHECK(pipe.parameters()[0].data() != where[0]);  // swapped by pointer
-            read();
-            tr[r].push_back(seen);
-          }
-          pipe.synchronize();
-          read();
-          tr[r].push_back(seen);
-          if (home == parameter_home::pipeline)
-            CHECK(p.tensors == model_params(model()).tensors);  // attach's spans: untouched
-        });
-        test::rethrow_first(errors);
-      }
-      for (std::size_t r = 0; r < world; ++r) CHECK(trajectory[0][r] == trajectory[1][r]);
+      same(block_top_k{.ratio = 0.1}, residual{}, staleness, comp, false);
     }
+  same(block_top_k{.ratio = 0.1}, residual{}, 1, compensation_method::none, true);
+  same(top_k{.ratio = 0.05}, residual{}, 2, compensation_method::none, false);
+  same(block_top_k{.ratio = 0.05}, residual{}, 1, compensation_method::none, false);
+  same(maxmin_quantize{.bits = 4}, residual{}, 1, compensation_method::none, true);
+  same(identity{}, no_feedback{}, 1, compensation_method::none, false);
 }
 
-TEST_CASE("pipeline: a checkpoint of pipeline-owned parameters restores into them") {
-  std::vector<std::byte> saved;
-  std::vector<model_params> expected(world, model_params(model())), restored(world, model_params(model()));
-  auto options = [] {
-    pipeline_options o = small_buckets(1, compensation_method::local_step);
-    o.parameters = parameter_home::pipeline;
-    return o;
-  };
-  auto copy_out = [](auto const& pipe, model_params& to) {
-    auto const cur = pipe.parameters();
-    for (std::size_t i = 0; i < cur.size(); ++i) std::copy(cur[i].begin(), cur[i].end(), to.tensors[i].begin());
-  };
-  std::vector<std::vector<std::byte>> blobs(world);
-  auto errors = test::run_local(world, [&](local_transport& ep) {
-    auto const r = static_cast<std::size_t>(ep.rank());
-    model_params p(model()), seen(model());
-    pipeline pipe{top_k{.ratio = 0.1}, residual{}, adam{.lr = 1e-2}, ep, options()};
+TEST_CASE("pipeline: gradient_home::pipeline refuses gradients written elsewhere or before the step's buffers") {
+  auto errors = test::run_local(2, [&](local_transport& ep) {
+    model_params p(model());
+    pipeline_options o = small_buckets(1);
+    o.gradients = gradient_home::pipeline;
+    pipeline pipe{block_top_k{.ratio = 0.1}, residual{}, adam{.lr = 1e-2}, ep, o};
     auto spans = p.spans();
     pipe.attach(model(), spans);
     std::vector<std::vector<float>> g;
-    for (std::uint64_t s = 0; s < 6; ++s) {
-      if (s == 3) blobs[r] = pipe.save();
-      copy_out(pipe, seen);
-      gradients(ep.rank(), s, seen, g);
-      pipe.step(views(g));
+    gradients(ep.rank(), 0, p, g);
+    // Before gradients() named this step's buffers.
+    CHECK_THROWS_WITH_AS(pipe.gradient_ready(0), doctest::Contains("before gradients() was called in step 0"),
+                         sluice::error);
+    auto const into = pipe.gradients();
+    // Memory that is not the step's buffer.
+    CHECK_THROWS_WITH_AS(pipe.gradient_ready(0, g[0]), doctest::Contains("is not in gradients()[0]"), sluice::error);
+    CHECK_THROWS_WITH_AS(pipe.set_codec(block_top_k{.ratio = 0.2}), doctest::Contains("in the middle of step 0"),
+                         sluice::error);
+    for (std::size_t k = g.size(); k-- > 0;) {
+      std::copy(g[k].begin(), g[k].end(), into[k].begin());
+      pipe.gradient_ready(k, into[k]);  // the buffer's own span is accepted too
     }
+    pipe.step();
     pipe.synchronize();
-    copy_out(pipe, expected[r]);
   });
   test::rethrow_first(errors);
-  errors = test::run_local(world, [&](local_transport& ep) {
-    auto const r = static_cast<std::size_t>(ep.rank());
-    model_params p(model()), seen(model());
-    pipeline pipe{top_k{.ratio = 0.1}, residual{}, adam{.lr = 1e-2}, ep, options()};
-    auto spans = p.spans();
-    pipe.attach(model(), spans);
-    pipe.restore(blobs[r]);
-    std::vector<std::vector<float>> g;
-    for (std::uint64_t s = 3; s < 6; ++s) {
-      copy_out(pipe, seen);
-      gradients(ep.rank(), s, seen, g);
-      pipe.step(views(g));
+  // A tensor the plan places apart (a bucket of 1-D tensors closed between two of its chunks)
+  // cannot be one span.
+  {
+    layout l;
+    l.add("b0", {200}).add("b1", {200}).add("b2", {200}).add("w", {24, 32});
+    pipeline_options o = small_buckets(0);
+    o.bucketing = {.cap_bytes = 2048,
+                   .first_cap_bytes = 2048,
+                   .chunk_bytes = 1024,
+                   .chunk_alignment = 64,
+                   .bypass_below_elements = 100};
+    o.gradients = gradient_home::pipeline;
+    auto eps = local_transport::create(1);
+    pipeline pipe{block_top_k{.ratio = 0.1}, residual{}, adam{.lr = 1e-2}, std::move(eps[0]), o};
+    std::vector<std::vector<float>> values{std::vector<float>(200), std::vector<float>(200), std::vector<float>(200),
+                                           std::vector<float>(768)};
+    std::vector<std::span<float>> spans(values.begin(), values.end());
+    CHECK_THROWS_WITH_AS(pipe.attach(l, spans), doctest::Contains("tensor 'w' is split over buckets out of order"),
+                         sluice::error);
+  }
+  // Without the option.
+  auto eps = local_transport::create(1);
+  model_params p(model());
+  pipeline pipe{block_top_k{.ratio = 0.1}, residual{}, adam{.lr = 1e-2}, std::move(eps[0]), small_buckets(0)};
+  auto spans = p.spans();
+  pipe.attach(model(), spans);
+  CHECK_THROWS_WITH_AS((void)pipe.gradients(), doctest::Contains("needs pipeline_options::gradients"), sluice::error);
+  CHECK_THROWS_WITH_AS(pipe.gradient_ready(0), doctest::Contains("needs gradient_home::pipeline"), sluice::error);
+}
+
+TEST_CASE("pipeline: a checkpoint of pipeline-owned parameters and gradients restores into them") {
+  for (auto comp : {compensation_method::local_step, compensation_method::none})
+    for (auto grads : {gradient_home::trainer, gradient_home::pipeline}) {
+      CAPTURE(comp);
+      CAPTURE(grads == gradient_home::pipeline);
+      std::vector<model_params> expected(world, model_params(model())), restored(world, model_params(model()));
+      auto options = [&] {
+        pipeline_options o = small_buckets(1, comp);
+        o.parameters = parameter_home::pipeline;
+        o.gradients = grads;
+        return o;
+      };
+      auto hand_in = [&](auto& pipe, std::vector<std::vector<float>> const& g) {
+        if (grads == gradient_home::trainer) {
+          pipe.step(views(g));
+          return;
+        }
+        auto const into = pipe.gradients();
+        for (std::size_t k = 0; k < g.size(); ++k) {
+          std::copy(g[k].begin(), g[k].end(), into[k].begin());
+          pipe.gradient_ready(k);
+        }
+        pipe.step();
+      };
+      auto copy_out = [](auto const& pipe, model_params& to) {
+        auto const cur = pipe.parameters();
+        for (std::size_t i = 0; i < cur.size(); ++i) std::copy(cur[i].begin(), cur[i].end(), to.tensors[i].begin());
+      };
+      std::vector<std::vector<std::byte>> blobs(world);
+      auto errors = test::run_local(world, [&](local_transport& ep) {
+        auto const r = static_cast<std::size_t>(ep.rank());
+        model_params p(model()), seen(model());
+        pipeline pipe{top_k{.ratio = 0.05}, residual{}, adam{.lr = 1e-2}, ep, options()};
+        auto spans = p.spans();
+        pipe.attach(model(), spans);
+        std::vector<std::vector<float>> g;
+        for (std::uint64_t s = 0; s < 6; ++s) {
+          if (s == 3) blobs[r] = pipe.save();
+          copy_out(pipe, seen);
+          gradients(ep.rank(), s, seen, g);
+          hand_in(pipe, g);
+        }
+        pipe.synchronize();
+        copy_out(pipe, expected[r]);
+      });
+      test::rethrow_first(errors);
+      errors = test::run_local(world, [&](local_transport& ep) {
+        auto const r = static_cast<std::size_t>(ep.rank());
+        model_params p(model()), seen(model());
+        pipeline pipe{top_k{.ratio = 0.05}, residual{}, adam{.lr = 1e-2}, ep, options()};
+        auto spans = p.spans();
+        pipe.attach(model(), spans);
+        pipe.restore(blobs[r]);
+        std::vector<std::vector<float>> g;
+        for (std::uint64_t s = 3; s < 6; ++s) {
+          copy_out(pipe, seen);
+          gradients(ep.rank(), s, seen, g);
+          hand_in(pipe, g);
+        }
+        pipe.synchronize();
+        copy_out(pipe, restored[r]);
+      });
+      test::rethrow_first(errors);
+      for (std::size_t r = 0; r < world; ++r) CHECK(restored[r] == expected[r]);
     }
-    pipe.synchronize();
-    copy_out(pipe, restored[r]);
-  });
-  test::rethrow_first(errors);
-  for (std::size_t r = 0; r < world; ++r) CHECK(restored[r] == expected[r]);
 }
 
 #if defined(__linux__)

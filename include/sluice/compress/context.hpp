@@ -21,6 +21,10 @@ struct encode_context {
   std::uint64_t tensor = 0;              ///< tensor or bucket id, written to the frame header
   std::span<std::size_t const> shape{};  ///< logical shape (low-rank codecs); empty means 1-D
   bool finite = false;  ///< the caller checked the input: no NaN/Inf (feedback policies skip their own scan)
+  /// The caller stops for good when encode throws errc::non_finite and never uses the feedback
+  /// state again (a pipeline): non_finite_policy::throw_error may then find the NaN/Inf in the
+  /// encode's own compensation pass, after the state changed, instead of in a scan before it.
+  bool fail_stop = false;
 
   /// The random-stream key for this (seed, rank, step, tensor).
   [[nodiscard]] constexpr stream_key key() const noexcept {

@@ -105,18 +105,39 @@ struct residual {
     C const c = detail::feedback::codec_at(s.warmup(), codec, ctx.step);
     detail::feedback::check_call(c, s, grad.size(), 1, out.size(), ctx, "residual");
     return detail::feedback::with_state_type(s.precision(), [&]<class S>() -> std::size_t {
-      if (non_finite != non_finite_policy::propagate && !ctx.finite) {
-        auto const at = detail::feedback::first_non_finite_of(grad);
-        if (at != detail::feedback::npos && detail::feedback::on_non_finite(non_finite, s, at, ctx.step, "residual"))
-          return 0;
+      auto run = [&] {
+        if (fuse) {
+          if constexpr (requires { c.template encode_compensated<S>(grad, s, ctx, ws.codec, out); })
+            return c.template encode_compensated<S>(grad, s, ctx, ws.codec, out);
+          else if constexpr (SparseCodec<C, T>)
+            return detail::feedback::residual_fused_sparse<S>(c, s, grad, ctx, ws, out);
+        }
+        return detail::feedback::residual_unfused<S>(c, s, grad, ctx, ws, out);
+      };
+      if (non_finite == non_finite_policy::propagate || ctx.finite) return run();
+      if (non_finite == non_finite_policy::throw_error && ctx.fail_stop) {
+        // Every path counts the NaN/Inf its compensation pass meets: no scan before it. The
+        // caller stops on the error, so the state this call changed is not used again.
+        auto const seen = s.state().report().non_finite_values;
+        auto check = [&] {
+          if (s.state().report().non_finite_values == seen) return;
+          if (auto const at = detail::feedback::first_non_finite_of(grad); at != detail::feedback::npos)
+            detail::feedback::on_non_finite(non_finite, s, at, ctx.step, "residual");  // throws
+        };
+        std::size_t bytes = 0;
+        try {
+          bytes = run();
+        } catch (...) {
+          check();  // a codec that failed on the value: the NaN/Inf is the error
+          throw;
+        }
+        check();
+        return bytes;
       }
-      if (fuse) {
-        if constexpr (requires { c.template encode_compensated<S>(grad, s, ctx, ws.codec, out); })
-          return c.template encode_compensated<S>(grad, s, ctx, ws.codec, out);
-        else if constexpr (SparseCodec<C, T>)
-          return detail::feedback::residual_fused_sparse<S>(c, s, grad, ctx, ws, out);
-      }
-      return detail::feedback::residual_unfused<S>(c, s, grad, ctx, ws, out);
+      auto const at = detail::feedback::first_non_finite_of(grad);
+      if (at != detail::feedback::npos && detail::feedback::on_non_finite(non_finite, s, at, ctx.step, "residual"))
+        return 0;
+      return run();
     });
   }
 };

@@ -48,6 +48,8 @@ class pipeline_interface {
   virtual ~pipeline_interface() = default;
   virtual void attach(layout const& l, std::span<std::span<float> const> params) = 0;
   virtual void gradient_ready(std::size_t tensor, std::span<float const> grad) = 0;
+  [[nodiscard]] virtual std::span<std::span<float> const> gradients() = 0;
+  virtual void gradient_ready(std::size_t tensor) = 0;
   virtual void step() = 0;
   virtual void step(std::span<std::span<float const> const> grads) = 0;
   virtual void synchronize() = 0;
@@ -94,6 +96,9 @@ class any_pipeline {
 
   void attach(layout const& l, std::span<std::span<float> const> params) { p_->attach(l, params); }
   void gradient_ready(std::size_t tensor, std::span<float const> grad) { p_->gradient_ready(tensor, grad); }
+  /// gradient_home::pipeline: this step's gradient buffers (pipeline::gradients()).
+  [[nodiscard]] std::span<std::span<float> const> gradients() { return p_->gradients(); }
+  void gradient_ready(std::size_t tensor) { p_->gradient_ready(tensor); }
   void step() { p_->step(); }
   void step(std::span<std::span<float const> const> grads) { p_->step(grads); }
   void synchronize() { p_->synchronize(); }

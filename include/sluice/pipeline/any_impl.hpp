@@ -33,6 +33,8 @@ class model final : public pipeline_interface {
 
   void attach(layout const& l, std::span<std::span<float> const> params) override { p_.attach(l, params); }
   void gradient_ready(std::size_t tensor, std::span<float const> grad) override { p_.gradient_ready(tensor, grad); }
+  [[nodiscard]] std::span<std::span<float> const> gradients() override { return p_.gradients(); }
+  void gradient_ready(std::size_t tensor) override { p_.gradient_ready(tensor); }
   void step() override { p_.step(); }
   void step(std::span<std::span<float const> const> grads) override { p_.step(grads); }
   void synchronize() override { p_.synchronize(); }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -91,6 +92,7 @@ struct bucket_encoder {
   [[nodiscard]] encode_context context(collective_context const& ctx, int rank, std::uint64_t salt = 0) const noexcept {
     encode_context e = ctx.for_rank(rank, salt);
     e.finite = finite;
+    e.fail_stop = true;  // an errc::non_finite stops the pipeline
     return e;
   }
 };
@@ -119,8 +121,16 @@ struct dense_exchange {
   template <class F, class C>
   std::size_t encode(bucket_encoder<F, C> const& enc, C const&, std::span<float const> grad, collective_context const&,
                      int) {
-    require_finite_unless_propagated(enc, grad);
-    std::copy(grad.begin(), grad.end(), staged.begin());
+    if (enc.finite || enc.feedback.non_finite == non_finite_policy::propagate) {
+      std::copy(grad.begin(), grad.end(), staged.begin());
+    } else {  // copied and checked in one pass; the scan for the first NaN/Inf only when there is one
+      std::uint32_t bad = 0;
+      for (std::size_t k = 0; k < grad.size(); ++k) {
+        bad |= static_cast<std::uint32_t>((std::bit_cast<std::uint32_t>(grad[k]) & 0x7f800000u) == 0x7f800000u);
+        staged[k] = grad[k];
+      }
+      if (bad != 0) require_finite_unless_propagated(enc, grad);
+    }
     return grad.size() * sizeof(float);
   }
 

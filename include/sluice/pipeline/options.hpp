@@ -59,6 +59,13 @@ enum class parameter_home : std::uint8_t {
   pipeline  ///< two pipeline-owned buffers the apply thread fills ahead of time: read parameters() after every step()
 };
 
+/// Where the trainer writes its gradients.
+enum class gradient_home : std::uint8_t {
+  trainer,  ///< its own memory, lent through gradient_ready(i, grad) until step() returns: the encode thread copies it
+            ///< out
+  pipeline  ///< staleness + 1 pipeline-owned buffers, handed out by gradients() each step: encoded where they lie
+};
+
 /// Options of a pipeline. A regular value.
 struct pipeline_options {
   unsigned staleness = 0;  ///< 0, 1 or 2: the parameters step(t) leaves to the trainer hold updates 0 .. t - s
@@ -74,10 +81,11 @@ struct pipeline_options {
   staleness_compensation compensation{};  ///< the trainer's parameters with staleness >= 1 (pipeline/staleness.hpp)
   stage_scheduling scheduling{};          ///< the stage threads' priority and cores
   parameter_home parameters = parameter_home::trainer;  ///< where the trainer reads its parameters
+  gradient_home gradients = gradient_home::trainer;     ///< where the trainer writes its gradients
   friend bool operator==(pipeline_options const&, pipeline_options const&) = default;
   /// The fields that change what a pipeline computes (attach checks, checkpoints); timeout,
-  /// broadcast_parameters, measure_residual, kernel_threads, scheduling and parameters may differ
-  /// between ranks and runs.
+  /// broadcast_parameters, measure_residual, kernel_threads, scheduling, parameters and gradients
+  /// may differ between ranks and runs.
   /// The hash is that of the options before bucketing was one field (the same values in the same
   /// order), so checkpoints saved then still restore; bucketing's chunk_bytes, chunk_alignment and
   /// reverse, which a pipeline could not set then, join it only when they differ from bucket_options{}.
@@ -151,7 +159,8 @@ struct fmt::formatter<sluice::pipeline_options> {
                               o.scheduling.nice, o.scheduling.exchange_nice);
     for (std::size_t i = 0; i < o.scheduling.cpus.size(); ++i)
       out = fmt::format_to(out, "{}{}", i == 0 ? "" : ", ", o.scheduling.cpus[i]);
-    return fmt::format_to(out, "]}}, .parameters = {}}}",
-                          o.parameters == sluice::parameter_home::trainer ? "trainer" : "pipeline");
+    return fmt::format_to(out, "]}}, .parameters = {}, .gradients = {}}}",
+                          o.parameters == sluice::parameter_home::trainer ? "trainer" : "pipeline",
+                          o.gradients == sluice::gradient_home::trainer ? "trainer" : "pipeline");
   }
 };

@@ -105,7 +105,7 @@ class pipeline : detail::pipeline::machinery<C, F, O, T, Collective> {
     for (std::size_t i = 0; i < params.size(); ++i) flat_.gather(i, params[i], master_);
     if (options_.broadcast_parameters)
       detail::pipeline::broadcast_parameters(t_, std::span<float>(master_), options_.timeout);
-    params_.reset(options_.parameters, layout_, params);
+    params_.reset(options_.parameters, layout_, params, buckets_.size());
     if (options_.broadcast_parameters || params_.owned()) write_parameters(master_, 0);
     ahead_.published(master_);
     attached_ = true;
@@ -118,19 +118,61 @@ class pipeline : detail::pipeline::machinery<C, F, O, T, Collective> {
   /// reads `grad` in place as soon as all tensors of a bucket are in, while backward goes on, so
   /// the memory must stay valid and unchanged until this step's step() returns (step() waits
   /// for those reads only, never for an exchange).
+  /// With gradient_home::pipeline, `grad` must be gradients()[tensor] of this step.
   void gradient_ready(std::size_t tensor, std::span<float const> grad) {
     lend_gradients([&] {
       check_usable("gradient_ready");
       detail::pipeline::check_gradient(layout_, tensor, grad.size(), reported_, step_);
-      if (reported_count_ == 0) begin_step();
+      if (options_.gradients == gradient_home::pipeline) {
+        require(lent_, errc::invalid_argument,
+                "pipeline: gradient of '{}' handed in before gradients() was called in step {}: with "
+                "gradient_home::pipeline, write each step's gradients into the buffers gradients() returns for it",
+                layout_[tensor].name, step_);
+        require(grad.empty() || grad.data() == owned_grads_[step_ % grads_.size()][tensor].data(),
+                errc::invalid_argument,
+                "pipeline: gradient of '{}' in step {} is not in gradients()[{}]: with gradient_home::pipeline the "
+                "pipeline encodes its own buffers (write there and call gradient_ready({}))",
+                layout_[tensor].name, step_, tensor, tensor);
+      }
+      if (!begun_) begin_step();
       reported_[tensor] = 1;
       ++reported_count_;
       handed_[tensor] = grad;
       ready_.clear();
       for (auto const& [b, chunks] : flat_.buckets_of(tensor))
         if ((pending_[b] -= chunks) == 0) ready_.push_back(b);
-      stages_.push_encode(step_, ready_);
+      // In the pipeline's buffer with weight 1 there is nothing to read: the bucket goes straight
+      // to its encode, which checks it (its buffer's last encode is done: begin_step waited).
+      bool const in_place = !owned_grads_.empty() && in_force_.get(step_).weight == 1.0f;
+      if (in_place)
+        for (std::size_t b : ready_) finite_[this->finite_slot({step_, b})] = 0;
+      stages_.push_encode(step_, ready_, !in_place);
     });
+  }
+
+  /// With options.gradients == gradient_home::pipeline: where the trainer writes this step's
+  /// gradients, tensor by tensor (a GPU trainer: the destination of its device-to-host copies; a
+  /// CPU trainer: where its backward writes), then hands each in with gradient_ready(i). The
+  /// first call of a step begins it (as the first gradient_ready would): it waits until the
+  /// encode thread is done with that buffer (staleness + 1 of them rotate, so call it every step,
+  /// before backward writes). Tensor i's span is the trainer's to write until gradient_ready(i),
+  /// the pipeline's from then on. Nothing is copied: the encode thread reads the gradients there.
+  [[nodiscard]] std::span<std::span<float> const> gradients() {
+    check_usable("gradients");
+    require(options_.gradients == gradient_home::pipeline, errc::invalid_argument,
+            "pipeline: gradients() needs pipeline_options::gradients = gradient_home::pipeline");
+    if (!begun_) begin_step();
+    lent_ = true;
+    return owned_grads_[step_ % grads_.size()];
+  }
+  /// gradient_home::pipeline: tensor `tensor`'s gradient is in gradients()[tensor].
+  void gradient_ready(std::size_t tensor) {
+    check_usable("gradient_ready");
+    require(options_.gradients == gradient_home::pipeline, errc::invalid_argument,
+            "pipeline: gradient_ready({}) without a gradient needs gradient_home::pipeline", tensor);
+    require(tensor < layout_.size(), errc::invalid_argument, "pipeline: tensor id {} outside the layout's {} tensors",
+            tensor, layout_.size());
+    gradient_ready(tensor, owned_grads_[step_ % grads_.size()][tensor]);
   }
 
   /// Ends the step whose gradients were handed in through gradient_ready (all tensors must have
@@ -143,6 +185,7 @@ class pipeline : detail::pipeline::machinery<C, F, O, T, Collective> {
       detail::pipeline::check_complete(layout_, reported_, reported_count_, step_);
       std::fill(reported_.begin(), reported_.end(), std::uint8_t{0});
       reported_count_ = 0;
+      begun_ = lent_ = false;
       ++step_;
       stages_.wait_read(step_, t);
     });
@@ -168,7 +211,7 @@ class pipeline : detail::pipeline::machinery<C, F, O, T, Collective> {
   /// staleness window drains); call before evaluating or at the end of training.
   void synchronize() {
     check_usable("synchronize");
-    require(reported_count_ == 0, errc::invalid_argument,
+    require(!begun_, errc::invalid_argument,
             "pipeline: synchronize() in the middle of step {} ({} of {} gradients handed in)", step_, reported_count_,
             layout_.size());
     publish(step_);
@@ -181,8 +224,8 @@ class pipeline : detail::pipeline::machinery<C, F, O, T, Collective> {
   /// records the codec in force; restore it into a pipeline built with that value.
   void set_codec(C const& codec) {
     check_usable("set_codec");
-    require(reported_count_ == 0, errc::invalid_argument,
-            "pipeline: set_codec() in the middle of step {} (call it between steps)", step_);
+    require(!begun_, errc::invalid_argument, "pipeline: set_codec() in the middle of step {} (call it between steps)",
+            step_);
     rules::validate_codec(codec);
     codec_ = codec;
   }
@@ -194,7 +237,7 @@ class pipeline : detail::pipeline::machinery<C, F, O, T, Collective> {
   /// the same sizes on every rank at the same step (the solver's plan.batches): before exchanging
   /// a step with new sizes the ranks check that they agree (errc::size_mismatch on every rank).
   void set_batch_sizes(std::span<std::size_t const> batches) {
-    require(reported_count_ == 0, errc::invalid_argument,
+    require(!begun_, errc::invalid_argument,
             "pipeline: set_batch_sizes() in the middle of step {} (call it between steps)", step_);
     weight_ = detail::pipeline::batch_weight(batches, t_.rank(), t_.size());
     batches_id_ = detail::pipeline::batches_id(batches);
@@ -240,7 +283,7 @@ class pipeline : detail::pipeline::machinery<C, F, O, T, Collective> {
   /// Waits for the stages to finish what they can; call between steps.
   [[nodiscard]] std::vector<std::byte> save() {
     check_usable("save");
-    require(reported_count_ == 0, errc::invalid_argument, "pipeline: save() in the middle of step {}", step_);
+    require(!begun_, errc::invalid_argument, "pipeline: save() in the middle of step {}", step_);
     stages_.wait_idle(step_);
     bool const pending = published_ + 1 < step_;  // every bucket has applied min(step_, published_ + 1)
     std::vector<std::vector<std::byte>> optimizer;
@@ -263,7 +306,7 @@ class pipeline : detail::pipeline::machinery<C, F, O, T, Collective> {
   /// continue the same run from the same step (errc::size_mismatch on every rank otherwise).
   void restore(std::span<std::byte const> bytes) {
     check_usable("restore");
-    require(reported_count_ == 0 && step_ == 0, errc::invalid_argument,
+    require(!begun_ && step_ == 0, errc::invalid_argument,
             "pipeline: restore() into a pipeline that has run steps ({}); restore right after attach()", step_);
     stages_.wait_idle(step_);
     auto c = detail::pipeline::read_checkpoint(bytes, shape(), describe());
@@ -278,8 +321,8 @@ class pipeline : detail::pipeline::machinery<C, F, O, T, Collective> {
     published_ = c.published;
     run_ = c.run;
     ahead_.published(master_);
-    for (std::size_t k = 0; k < c.kept.size(); ++k)
-      grads_[(ahead_.kept_from(step_) + k) % grads_.size()] = std::move(c.kept[k]);
+    for (std::size_t k = 0; k < c.kept.size(); ++k)  // into the buffers (gradients() hands them out)
+      std::copy(c.kept[k].begin(), c.kept[k].end(), grads_[(ahead_.kept_from(step_) + k) % grads_.size()].begin());
     std::vector<std::uint8_t> pending(buckets_.size(), 0);
     for (std::size_t b = 0; b < buckets_.size(); ++b) {
       auto& bk = buckets_[b];
@@ -290,6 +333,12 @@ class pipeline : detail::pipeline::machinery<C, F, O, T, Collective> {
     }
     auto const to = params_.buffer(published_);
     for (std::size_t i = 0; i < to.size(); ++i) std::copy(c.user[i].begin(), c.user[i].end(), to[i].begin());
+    params_.holds_nothing();  // the saved parameters may be a compensated view
+    // The apply thread wrote owned buffers as it applied; an update the master weights hold
+    // already (saved applied, not yet published) is written here, as that apply would have.
+    std::uint64_t const in_master =
+        std::any_of(pending.begin(), pending.end(), [](auto p) { return p != 0; }) ? step_ - 1 : step_;
+    if (params_.owned() && !ahead_.active() && in_master > published_) write_parameters(master_, in_master);
     params_.make_current(published_);
     stages_.restore(step_, published_, pending);
   }
@@ -308,8 +357,9 @@ class pipeline : detail::pipeline::machinery<C, F, O, T, Collective> {
       machinery::opt_, machinery::t_, machinery::options_, machinery::group_size_, machinery::layout_, machinery::plan_,
       machinery::attached_, machinery::run_, machinery::params_, machinery::flat_, machinery::ahead_,
       machinery::buckets_, machinery::fstate_, machinery::master_, machinery::grads_, machinery::reported_,
-      machinery::handed_, machinery::finite_, machinery::reported_count_, machinery::pending_, machinery::ready_,
-      machinery::step_, machinery::published_, machinery::hook_, machinery::stages_;
+      machinery::handed_, machinery::owned_grads_, machinery::finite_, machinery::reported_count_, machinery::begun_,
+      machinery::lent_, machinery::pending_, machinery::ready_, machinery::step_, machinery::published_,
+      machinery::hook_, machinery::stages_;
   using machinery::encode_loop, machinery::exchange_loop, machinery::apply_loop;
 
   // Runs a trainer's call that lends gradients: if it throws, no read of them runs any more when
@@ -356,6 +406,18 @@ class pipeline : detail::pipeline::machinery<C, F, O, T, Collective> {
     fstate_ = std::make_unique<feedback_state>(feedback_, set.extents, set.names);
     master_.assign(flat_.size(), 0.0f);
     grads_.assign(options_.staleness + 1, std::vector<float>(flat_.size(), 0.0f));
+    owned_grads_.clear();
+    if (options_.gradients == gradient_home::pipeline)
+      for (auto& g : grads_) {
+        auto& spans = owned_grads_.emplace_back();
+        for (std::size_t i = 0; i < layout_.size(); ++i) {
+          spans.push_back(flat_.contiguous(i, g));
+          require(spans.back().size() == layout_[i].elements(), errc::unsupported,
+                  "pipeline: tensor '{}' is split over buckets out of order, so gradient_home::pipeline cannot hand "
+                  "it out as one span; use gradient_home::trainer",
+                  layout_[i].name);
+        }
+      }
     ahead_.reset(options_.compensation, options_.staleness, flat_.size());
     reported_.assign(layout_.size(), 0);
     handed_.assign(layout_.size(), {});
@@ -368,6 +430,7 @@ class pipeline : detail::pipeline::machinery<C, F, O, T, Collective> {
   // flat gradient buffer (step step_ - staleness - 1) are done, so its reads may write there.
   void begin_step() {
     detail::pipeline::check_step_room(step_);
+    begun_ = true;
     std::size_t const nbuf = options_.staleness + 1;
     for (std::size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].chunks;
     stages_.wait_encoded(step_ + 1 > nbuf ? step_ + 1 - nbuf : 0, step_);
@@ -407,6 +470,10 @@ class pipeline : detail::pipeline::machinery<C, F, O, T, Collective> {
     auto const t0 = clock::now();
     auto const to = params_.buffer(u);
     for (std::size_t i = 0; i < to.size(); ++i) flat_.scatter(i, flat, to[i]);
+    if (&flat == &master_)
+      params_.holds_master(u);
+    else
+      for (std::size_t b = 0; b < buckets_.size(); ++b) params_.holds_other(b, u);
     stages_.emit(stage::publish, {step_ > 0 ? step_ - 1 : 0, 0}, stage_thread::trainer, t0,
                  detail::pipeline::seconds_since(t0), flat.size() * sizeof(float));
   }

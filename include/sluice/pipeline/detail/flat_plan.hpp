@@ -3,6 +3,7 @@
 // independent, so it is compiled once for every pipeline type.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -92,6 +93,40 @@ class flat_plan {
                       std::span<std::span<float> const> dst) const noexcept {
     for (auto const& [i, p] : bucket_pieces_[b])
       std::memcpy(dst[i].data() + p.offset, flat.data() + p.flat, p.count * sizeof(float));
+  }
+  /// Copies blocks `blocks` (of `block` elements each, counted from bucket b's first element; a
+  /// block past the bucket's end is cut there) of a flat buffer into the tensors' memory.
+  void scatter_blocks(std::size_t b, std::span<float const> flat, std::span<std::span<float> const> dst,
+                      std::span<std::uint32_t const> blocks, std::size_t block) const noexcept {
+    auto const& pieces = bucket_pieces_[b];
+    auto const& r = buckets_[b];
+    for (std::uint32_t const j : blocks) {
+      std::size_t lo = r.first + std::size_t{j} * block;
+      std::size_t const hi = std::min(lo + block, r.first + r.elements);
+      if (lo >= hi) continue;
+      // The last piece that starts at or before lo holds it (the pieces tile the bucket in order).
+      auto it = std::upper_bound(pieces.begin(), pieces.end(), lo,
+                                 [](std::size_t x, auto const& e) { return x < e.second.flat; });
+      for (--it; lo < hi; ++it) {
+        auto const& p = it->second;
+        std::size_t const end = std::min(hi, p.flat + p.count);
+        std::memcpy(dst[it->first].data() + p.offset + (lo - p.flat), flat.data() + lo, (end - lo) * sizeof(float));
+        lo = end;
+      }
+    }
+  }
+  /// Tensor i's range of a flat buffer when its elements sit there contiguously and in order;
+  /// empty otherwise (and for an empty tensor).
+  [[nodiscard]] std::span<float> contiguous(std::size_t i, std::span<float> flat) const noexcept {
+    auto const& ps = placements_[i];
+    if (ps.empty()) return {};
+    for (std::size_t k = 1; k < ps.size(); ++k)
+      if (ps[k].flat != ps[k - 1].flat + ps[k - 1].count || ps[k].offset != ps[k - 1].offset + ps[k - 1].count)
+        return {};
+    if (ps.front().offset != 0) return {};
+    std::size_t n = 0;
+    for (auto const& p : ps) n += p.count;
+    return flat.subspan(ps.front().flat, n);
   }
   void scatter(std::size_t i, std::span<float const> flat, std::span<float> dst) const noexcept {
     for (auto const& p : placements_[i])

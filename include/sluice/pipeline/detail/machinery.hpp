@@ -67,6 +67,8 @@ class machinery : public rules<C, F, O, T, Collective> {
       auto const t0 = clock::now();
       std::span<float const> const grad(g.data() + bk.first, bk.elements);
       if (job == detail::pipeline::encode_job::read) {  // out of the trainer's memory, its step() waits
+        // (Gradients in the pipeline's buffers come here only to be scaled in place by a batch
+        // weight other than 1: handed_ points into g then.)
         bool const finite = flat_.gather_bucket(w.bucket, handed_, g, in_force_.get(w.step).weight);
         finite_[finite_slot(w)] = finite ? 1 : 0;
         stages_.emit(stage::read, w, stage_thread::encode, t0, detail::pipeline::seconds_since(t0),
@@ -151,7 +153,10 @@ class machinery : public rules<C, F, O, T, Collective> {
       auto const t0 = clock::now();
       if (job == detail::pipeline::apply_job::view) {  // w.step: the update bucket w.bucket holds
         ahead_.view(opt_, master_, bk, grads_, w.step);
-        if (params_.owned()) flat_.scatter_bucket(w.bucket, ahead_.ahead(), params_.buffer(w.step));
+        if (params_.owned()) {
+          flat_.scatter_bucket(w.bucket, ahead_.ahead(), params_.buffer(w.step));
+          params_.holds_other(w.bucket, w.step);
+        }
         stages_.emit(stage::view, w, stage_thread::apply, t0, detail::pipeline::seconds_since(t0),
                      bk.elements * sizeof(float));
         stages_.viewed(w);
@@ -160,15 +165,20 @@ class machinery : public rules<C, F, O, T, Collective> {
       ahead_.before_apply(master_, bk.first, bk.elements);
       float const world = static_cast<float>(t_.size());
       std::span<float> const params(master_.data() + bk.first, bk.elements);
+      std::span<std::uint32_t const> changed;  // the blocks a sparse step changed
       if (bk.sum.sparse) {
         for (float& x : bk.sum.sparse_values.values()) x /= world;
-        sluice::step(opt_, bk.ostate, params, bk.sum.sparse_values.view());
+        auto const v = bk.sum.sparse_values.view();
+        sluice::step(opt_, bk.ostate, params, v);
+        changed = v.indices;
       } else {
         for (float& x : bk.sum.dense) x /= world;
         sluice::step(opt_, bk.ostate, params, std::span<float const>(bk.sum.dense));
       }
-      // The owned buffer of update w.step + 1 (with compensation on, the view goes there instead).
-      if (params_.owned() && !ahead_.active()) flat_.scatter_bucket(w.bucket, master_, params_.buffer(w.step + 1));
+      // The owned buffer of update w.step + 1 (with compensation on, the view goes there instead):
+      // after a sparse step, only the blocks of this update and the last one.
+      if (params_.owned() && !ahead_.active())
+        params_.write_bucket(flat_, w.bucket, master_, w.step + 1, changed, bk.sum.sparse_values.block_size());
       double const secs = detail::pipeline::seconds_since(t0);
       stages_.emit(stage::apply, w, stage_thread::apply, t0, secs, bk.elements * sizeof(float));
       stages_.applied(w, secs);
@@ -201,8 +211,11 @@ class machinery : public rules<C, F, O, T, Collective> {
   std::vector<float> master_;
   std::vector<std::vector<float>> grads_;
   std::vector<std::uint8_t> reported_;
-  std::vector<std::span<float const>> handed_;  // this step's gradients, in the trainer's memory
-  std::vector<std::uint8_t> finite_;            // per gradient buffer and bucket: the read found no NaN/Inf
+  std::vector<std::span<float const>> handed_;  // this step's gradients, in the trainer's memory (or owned_grads_)
+  std::vector<std::vector<std::span<float>>> owned_grads_;  // gradient_home::pipeline: grads_[k]'s tensors
+  bool begun_ = false;                                      // the current step began (its codec is in force)
+  bool lent_ = false;                                       // gradients() handed out the current step's buffer
+  std::vector<std::uint8_t> finite_;                        // per gradient buffer and bucket: the read found no NaN/Inf
   std::size_t reported_count_ = 0;
   std::vector<std::size_t> pending_, ready_;
   std::uint64_t step_ = 0, published_ = 0;

@@ -127,8 +127,9 @@ class stages {
 
   // --- the trainer's side --------------------------------------------------------------------
 
-  /// Buckets whose gradients are all in: the encode thread may read, then encode them.
-  void push_encode(std::uint64_t step, std::span<std::size_t const> buckets);
+  /// Buckets whose gradients are all in: the encode thread may read (`read`; else they count as
+  /// read now: the encode reads them where they lie), then encode them.
+  void push_encode(std::uint64_t step, std::span<std::size_t const> buckets, bool read = true);
   /// Waits until every bucket's gradient of steps [0, steps) was read (the trainer's gradient
   /// memory is its own again).
   void wait_read(std::uint64_t steps, std::uint64_t trainer_step);

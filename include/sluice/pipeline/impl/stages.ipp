@@ -78,12 +78,15 @@ SLUICE_DECL void stages::rethrow_failure() {
   if (failure_) std::rethrow_exception(failure_);
 }
 
-SLUICE_DECL void stages::push_encode(std::uint64_t step, std::span<std::size_t const> buckets) {
+SLUICE_DECL void stages::push_encode(std::uint64_t step, std::span<std::size_t const> buckets, bool read) {
   if (buckets.empty()) return;
   {
     std::lock_guard lock(m_);
     for (std::size_t b : buckets) {
-      read_queue_.push_back({step, b});
+      if (read)
+        read_queue_.push_back({step, b});
+      else
+        progress_[b].read = step + 1;  // the trainer's step() waited for every earlier read
       encode_queue_.push_back({step, b});
     }
   }
