@@ -7,7 +7,10 @@
 // pinned to core r, its stage threads pinned there too) runs steps of compute C = c x W:
 //   spread 0: sleep C, then hand every gradient in through step(grads);
 //   spread 1: sleep C / 3 (forward), then hand the gradients in one by one through gradient_ready,
-//             spread evenly over the remaining 2 C / 3 (a simulated backward), then step().
+//             spread evenly over the remaining 2 C / 3 (a simulated backward), then step();
+//   spread 2: the same spread evenly over the whole of C (a compute that is all backward: the
+//             bound on the step is then C plus the last bucket's work, where spread 1's is 4/3 C
+//             at C = W).
 // Where the trainer's parameters and gradients live (`homes`): its own memory (copied in and
 // out), parameters in the pipeline's buffers, or both; with the gradients in the pipeline's
 // buffers they are written there once (the GPU's device-to-host copy, not the CPU's work) and
@@ -99,7 +102,7 @@ struct run_figures {
 // `steps` measured steps (after one warm-up) on `ranks` pinned ranks.
 template <class C, class F, class O>
 run_figures run(C codec, F feedback, O opt, layout const& l, int ranks, unsigned staleness, double compute_s,
-                bool spread, int nice, compensation_method compensation, homes home, int steps) {
+                int spread, int nice, compensation_method compensation, homes home, int steps) {
   auto eps = local_transport::create(ranks);
   std::vector<double> times, trainer_cpu;
   std::vector<std::thread> threads;
@@ -131,13 +134,15 @@ run_figures run(C codec, F feedback, O opt, layout const& l, int ranks, unsigned
           call();
           inside += thread_cpu_seconds() - c0;
         };
-        // Backward starts after the forward (C / 3): the gradient buffers must be free by then.
-        std::this_thread::sleep_until(t0 + compute / 3);
+        // Backward starts after the forward (C / 3, or 0 for spread 2): the gradient buffers
+        // must be free by then.
+        auto const forward = spread == 2 ? compute * 0 : compute / 3;
+        std::this_thread::sleep_until(t0 + forward);
         if (home.gradients == gradient_home::pipeline) timed([&] { (void)pipe.gradients(); });
-        if (spread) {
+        if (spread != 0) {
           auto const n = grads.size();
           for (std::size_t k = n; k-- > 0;) {
-            std::this_thread::sleep_until(t0 + compute / 3 + (compute * 2 / 3) * (double(n - k) / double(n)));
+            std::this_thread::sleep_until(t0 + forward + (compute - forward) * (double(n - k) / double(n)));
             timed([&] { hand_in(pipe, grads, k); });
           }
           timed([&] { pipe.step(); });
@@ -210,7 +215,7 @@ void overlap_core_per_rank(benchmark::State& state, std::string const& key, C co
   int const ranks = static_cast<int>(state.range(0));
   auto const staleness = static_cast<unsigned>(state.range(1));
   double const factor = static_cast<double>(state.range(2)) / 100.0;
-  bool const spread = state.range(3) != 0;
+  int const spread = static_cast<int>(state.range(3));
   int const nice = static_cast<int>(state.range(4));
   auto const compensation = state.range(5) != 0 ? compensation_method::local_step : compensation_method::none;
   homes const home(state.range(6));
@@ -236,7 +241,10 @@ void overlap_core_per_rank(benchmark::State& state, std::string const& key, C co
   state.SetBytesProcessed(static_cast<std::int64_t>(n * sizeof(float)) * state.iterations());
   state.SetLabel(fmt::format("{}, resnet50, {} rank(s) with a core each, staleness {}{}, C = {:.1f} W{}, nice {}{}",
                              key, ranks, staleness, staleness > 0 ? fmt::format(" ({})", compensation) : "", factor,
-                             spread ? ", gradients spread over backward" : "", nice,
+                             spread == 1   ? ", gradients spread over backward"
+                             : spread == 2 ? ", gradients spread over all of C"
+                                           : "",
+                             nice,
                              home.gradients == gradient_home::pipeline ? ", parameters and gradients in the pipeline"
                              : home.parameters == parameter_home::pipeline ? ", parameters in the pipeline"
                                                                            : ""));
@@ -257,6 +265,7 @@ void grid(benchmark::internal::Benchmark* b) {
       for (int c : {100, 150}) {
         b->Args({ranks, 0, c, 1, 10, 1, home});
         b->Args({ranks, 1, c, 1, 10, 0, home});
+        b->Args({ranks, 0, c, 2, 10, 1, home});
       }
   b->Args({1, 1, 100, 0, 0, 0, 0});  // the stage threads at the trainer's priority
   b->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(1);
