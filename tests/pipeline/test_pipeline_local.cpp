@@ -420,6 +420,21 @@ struct homes {
   gradient_home gradients = gradient_home::trainer;
 };
 
+// Hands a step's gradients in, last tensor first: from the trainer's memory, or written into the
+// buffers gradients() hands out (gradient_home::pipeline). step() is the caller's.
+template <class P>
+void hand_in_gradients(P& pipe, std::vector<std::vector<float>> const& g) {
+  if (pipe.options().gradients == gradient_home::pipeline) {
+    auto const into = pipe.gradients();
+    for (std::size_t k = g.size(); k-- > 0;) {
+      std::copy(g[k].begin(), g[k].end(), into[k].begin());  // backward writes there
+      pipe.gradient_ready(k);
+    }
+  } else {
+    for (std::size_t k = g.size(); k-- > 0;) pipe.gradient_ready(k, g[k]);
+  }
+}
+
 // Runs 6 steps on every rank with the trainer's parameters and gradients in `h`, and returns
 // what the trainer read after each step (and after synchronize). Checks on the way that the
 // parameter buffer the trainer holds never changes under it, and that owned buffers are handed
@@ -454,15 +469,7 @@ std::vector<std::vector<model_params>> trajectory_with(C codec, F feedback, home
       std::vector<float const*> where;
       for (auto const& t : held) where.push_back(t.data());
       gradients(ep.rank(), s, seen, g);
-      if (h.gradients == gradient_home::pipeline) {
-        auto const into = pipe.gradients();
-        for (std::size_t k = g.size(); k-- > 0;) {
-          std::copy(g[k].begin(), g[k].end(), into[k].begin());  // backward writes there
-          pipe.gradient_ready(k);
-        }
-      } else {
-        for (std::size_t k = g.size(); k-- > 0;) pipe.gradient_ready(k, g[k]);
-      }
+      hand_in_gradients(pipe, g);
       std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the apply thread runs meanwhile
       model_params still(model());
       for (std::size_t i = 0; i < held.size(); ++i) std::copy(held[i].begin(), held[i].end(), still.tensors[i].begin());
@@ -590,57 +597,35 @@ TEST_CASE("pipeline: a checkpoint of pipeline-owned parameters and gradients res
           o.gradients = grads;
           return o;
         };
-        auto hand_in = [&](auto& pipe, std::vector<std::vector<float>> const& g) {
-          if (grads == gradient_home::trainer) {
-            pipe.step(views(g));
-            return;
-          }
-          auto const into = pipe.gradients();
-          for (std::size_t k = 0; k < g.size(); ++k) {
-            std::copy(g[k].begin(), g[k].end(), into[k].begin());
-            pipe.gradient_ready(k);
-          }
-          pipe.step();
-        };
         auto copy_out = [](auto const& pipe, model_params& to) {
           auto const cur = pipe.parameters();
           for (std::size_t i = 0; i < cur.size(); ++i) std::copy(cur[i].begin(), cur[i].end(), to.tensors[i].begin());
         };
         std::vector<std::vector<std::byte>> blobs(world);
-        auto errors = test::run_local(world, [&](local_transport& ep) {
-          auto const r = static_cast<std::size_t>(ep.rank());
-          model_params p(model()), seen(model());
-          pipeline pipe{top_k{.ratio = ratio}, residual{}, adam{.lr = 1e-2}, ep, options()};
-          auto spans = p.spans();
-          pipe.attach(model(), spans);
-          std::vector<std::vector<float>> g;
-          for (std::uint64_t s = 0; s < 6; ++s) {
-            if (s == 3) blobs[r] = pipe.save();
-            copy_out(pipe, seen);
-            gradients(ep.rank(), s, seen, g);
-            hand_in(pipe, g);
-          }
-          pipe.synchronize();
-          copy_out(pipe, expected[r]);
-        });
-        test::rethrow_first(errors);
-        errors = test::run_local(world, [&](local_transport& ep) {
-          auto const r = static_cast<std::size_t>(ep.rank());
-          model_params p(model()), seen(model());
-          pipeline pipe{top_k{.ratio = ratio}, residual{}, adam{.lr = 1e-2}, ep, options()};
-          auto spans = p.spans();
-          pipe.attach(model(), spans);
-          pipe.restore(blobs[r]);
-          std::vector<std::vector<float>> g;
-          for (std::uint64_t s = 3; s < 6; ++s) {
-            copy_out(pipe, seen);
-            gradients(ep.rank(), s, seen, g);
-            hand_in(pipe, g);
-          }
-          pipe.synchronize();
-          copy_out(pipe, restored[r]);
-        });
-        test::rethrow_first(errors);
+        // Six steps saving after the third, or the last three from that checkpoint.
+        auto train = [&](bool restoring, std::vector<model_params>& out) {
+          auto errors = test::run_local(world, [&](local_transport& ep) {
+            auto const r = static_cast<std::size_t>(ep.rank());
+            model_params p(model()), seen(model());
+            pipeline pipe{top_k{.ratio = ratio}, residual{}, adam{.lr = 1e-2}, ep, options()};
+            auto spans = p.spans();
+            pipe.attach(model(), spans);
+            if (restoring) pipe.restore(blobs[r]);
+            std::vector<std::vector<float>> g;
+            for (std::uint64_t s = restoring ? 3 : 0; s < 6; ++s) {
+              if (!restoring && s == 3) blobs[r] = pipe.save();
+              copy_out(pipe, seen);
+              gradients(ep.rank(), s, seen, g);
+              hand_in_gradients(pipe, g);
+              pipe.step();
+            }
+            pipe.synchronize();
+            copy_out(pipe, out[r]);
+          });
+          test::rethrow_first(errors);
+        };
+        train(false, expected);
+        train(true, restored);
         for (std::size_t r = 0; r < world; ++r) CHECK(restored[r] == expected[r]);
       }
 }
