@@ -2,9 +2,11 @@
 // core of its own (StellaTrain's setting: a consumer GPU computes, its host core runs the
 // pipeline). ResNet-50's layout; a sleep stands in for the GPU's forward and backward.
 //
-// Per (codec, ranks) the benchmark first measures W, the pipeline's CPU work per step and rank:
-// staleness 0, no compute, process CPU time per step over the ranks. Then each rank (a thread
-// pinned to core r, its stage threads pinned there too) runs steps of compute C = c x W:
+// Each rank is a thread pinned to core r, its stage threads pinned there too. On these pipelines
+// the benchmark first measures W, the pipeline's CPU work per step and rank: steps without
+// compute, process CPU time per step over the ranks (on the same buffers as the steps measured
+// next: how fast a pass runs depends on where its pages landed, by up to 30 % from one process to
+// the next on the 2-vCPU host). Then each rank runs steps of compute C = c x W:
 //   spread 0: sleep C, then hand every gradient in through step(grads);
 //   spread 1: sleep C / 3 (forward), then hand the gradients in one by one through gradient_ready,
 //             spread evenly over the remaining 2 C / 3 (a simulated backward), then step();
@@ -25,11 +27,9 @@
 #include <chrono>
 #include <cstdint>
 #include <ctime>
-#include <map>
 #include <span>
 #include <string>
 #include <thread>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -83,30 +83,31 @@ void hand_in(P& pipe, std::vector<std::span<float const>> const& grads, std::siz
     pipe.gradient_ready(k, grads[k]);
 }
 template <class P>
-void fill_owned(P& pipe, std::vector<std::span<float const>> const& grads, int s) {
-  if (pipe.options().gradients != gradient_home::pipeline || s > static_cast<int>(pipe.options().staleness)) return;
-  auto const into = pipe.gradients();
-  for (std::size_t k = 0; k < grads.size(); ++k) std::copy(grads[k].begin(), grads[k].end(), into[k].begin());
-}
-template <class P>
 void step_all(P& pipe, std::vector<std::span<float const>> const& grads) {
   for (std::size_t k = grads.size(); k-- > 0;) hand_in(pipe, grads, k);
   pipe.step();
 }
 
 struct run_figures {
+  double work_s = 0;         // W: the pipeline's CPU work per step and rank, measured on these pipelines
   double step_s = 0;         // median step (wall)
   double trainer_cpu_s = 0;  // median CPU time of rank 0's trainer thread inside sluice calls per step
 };
 
-// `steps` measured steps (after one warm-up) on `ranks` pinned ranks.
+// On `ranks` pinned ranks: one warm-up step, then W (process CPU time over `work_steps` steps
+// without compute, per step and rank), then `steps` measured steps of compute C = factor x W on
+// the same pipelines (their buffers and pages: W and the steps see the same memory).
 template <class C, class F, class O>
-run_figures run(C codec, F feedback, O opt, layout const& l, int ranks, unsigned staleness, double compute_s,
-                int spread, int nice, compensation_method compensation, homes home, int steps) {
+run_figures run(C codec, F feedback, O opt, layout const& l, int ranks, unsigned staleness, double factor, int spread,
+                int nice, compensation_method compensation, homes home, int steps) {
+  int const work_steps = 12;
   auto eps = local_transport::create(ranks);
   std::vector<double> times, trainer_cpu;
   std::vector<std::thread> threads;
   std::barrier sync(ranks);
+  double cpu0 = 0, work_s = 0;
+  std::barrier work_begins(ranks, [&]() noexcept { cpu0 = process_cpu_seconds(); });
+  std::barrier work_ends(ranks, [&]() noexcept { work_s = (process_cpu_seconds() - cpu0) / work_steps / ranks; });
   for (int r = 0; r < ranks; ++r)
     threads.emplace_back([&, r] {
       pin_to(r);
@@ -123,10 +124,25 @@ run_figures run(C codec, F feedback, O opt, layout const& l, int ranks, unsigned
       auto spans = p.spans();
       pipe.attach(l, spans);
       auto const grads = test::views(g);
-      auto const compute = std::chrono::duration<double>(compute_s);
-      for (int s = 0; s <= steps; ++s) {
-        if (s == 1) sync.arrive_and_wait();
-        fill_owned(pipe, grads, s);
+      int s = 0;
+      auto begin_step = [&] {
+        if (home.gradients != gradient_home::pipeline) return;
+        auto const into = pipe.gradients();
+        if (s <= static_cast<int>(staleness))  // fills the staleness + 1 buffers once
+          for (std::size_t k = 0; k < grads.size(); ++k) std::copy(grads[k].begin(), grads[k].end(), into[k].begin());
+        ++s;
+      };
+      begin_step();
+      step_all(pipe, grads);  // warm-up
+      work_begins.arrive_and_wait();
+      for (int w = 0; w < work_steps; ++w) {
+        begin_step();
+        step_all(pipe, grads);
+      }
+      pipe.synchronize();
+      work_ends.arrive_and_wait();
+      auto const compute = std::chrono::duration<double>(factor * work_s);
+      for (int m = 0; m < steps; ++m) {
         auto const t0 = clock_type::now();
         double inside = 0;
         auto timed = [&](auto&& call) {
@@ -138,7 +154,7 @@ run_figures run(C codec, F feedback, O opt, layout const& l, int ranks, unsigned
         // must be free by then.
         auto const forward = spread == 2 ? compute * 0 : compute / 3;
         std::this_thread::sleep_until(t0 + forward);
-        if (home.gradients == gradient_home::pipeline) timed([&] { (void)pipe.gradients(); });
+        timed(begin_step);
         if (spread != 0) {
           auto const n = grads.size();
           for (std::size_t k = n; k-- > 0;) {
@@ -150,7 +166,7 @@ run_figures run(C codec, F feedback, O opt, layout const& l, int ranks, unsigned
           std::this_thread::sleep_until(t0 + compute);
           timed([&] { step_all(pipe, grads); });
         }
-        if (r == 0 && s > 0) {
+        if (r == 0) {
           times.push_back(std::chrono::duration<double>(clock_type::now() - t0).count());
           trainer_cpu.push_back(inside);
         }
@@ -161,53 +177,7 @@ run_figures run(C codec, F feedback, O opt, layout const& l, int ranks, unsigned
   for (auto& th : threads) th.join();
   std::sort(times.begin(), times.end());
   std::sort(trainer_cpu.begin(), trainer_cpu.end());
-  return {times[times.size() / 2], trainer_cpu[trainer_cpu.size() / 2]};
-}
-
-// W: the pipeline's CPU work per step and rank (staleness 0, no compute), cached per (codec,
-// ranks, homes).
-template <class C, class F, class O>
-double cpu_work(std::string const& key, C codec, F feedback, O opt, layout const& l, int ranks, long home_arg) {
-  static std::map<std::tuple<std::string, int, long>, double> cache;
-  auto const it = cache.find({key, ranks, home_arg});
-  if (it != cache.end()) return it->second;
-  int const steps = 12;
-  auto eps = local_transport::create(ranks);
-  std::vector<std::thread> threads;
-  double cpu0 = 0;
-  std::barrier sync(ranks, [&]() noexcept { cpu0 = process_cpu_seconds(); });
-  std::barrier done(ranks);
-  double cpu1 = 0;
-  for (int r = 0; r < ranks; ++r)
-    threads.emplace_back([&, r] {
-      pin_to(r);
-      test::model_params p(l);
-      std::vector<std::vector<float>> g;
-      test::gradients(r, 0, p, g);
-      pipeline_options o{.seed = 1, .kernel_threads = 1};
-      o.scheduling.cpus = {r};
-      homes const home(home_arg);
-      o.parameters = home.parameters;
-      o.gradients = home.gradients;
-      pipeline pipe{codec, feedback, opt, eps[static_cast<std::size_t>(r)], o};
-      auto spans = p.spans();
-      pipe.attach(l, spans);
-      auto const grads = test::views(g);
-      fill_owned(pipe, grads, 0);
-      step_all(pipe, grads);  // warm-up
-      sync.arrive_and_wait();
-      for (int s = 0; s < steps; ++s) {
-        if (home.gradients == gradient_home::pipeline) (void)pipe.gradients();
-        step_all(pipe, grads);
-      }
-      done.arrive_and_wait();
-      if (r == 0) cpu1 = process_cpu_seconds();
-      done.arrive_and_wait();
-    });
-  for (auto& th : threads) th.join();
-  double const w = (cpu1 - cpu0) / steps / ranks;
-  cache[{key, ranks, home_arg}] = w;
-  return w;
+  return {work_s, times[times.size() / 2], trainer_cpu[trainer_cpu.size() / 2]};
 }
 
 template <class C, class F, class O>
@@ -224,13 +194,12 @@ void overlap_core_per_rank(benchmark::State& state, std::string const& key, C co
     return;
   }
   layout const l = bench::load_layout("resnet50");
-  double const w = cpu_work(key, codec, feedback, opt, l, ranks, state.range(6));
-  double const compute = factor * w;
   run_figures f;
   for (auto _ : state) {
-    f = run(codec, feedback, opt, l, ranks, staleness, compute, spread, nice, compensation, home, 24);
+    f = run(codec, feedback, opt, l, ranks, staleness, factor, spread, nice, compensation, home, 24);
     state.SetIterationTime(f.step_s);
   }
+  double const w = f.work_s, compute = factor * w;
   state.counters["step_over_compute"] = f.step_s / compute;
   state.counters["step_ms"] = f.step_s * 1e3;
   state.counters["compute_ms"] = compute * 1e3;
