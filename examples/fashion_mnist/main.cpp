@@ -213,10 +213,14 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1u, 8u));
   app.add_option("--exchange", o.exchange,
                  "codec: the collective the codec calls for; mpi_allreduce: dense through MPI_Allreduce "
-                 "(the DDP-equivalent baseline: --codec identity --feedback none --optimizer adam --transport mpi)")
-      ->check(CLI::IsMember({"codec", "mpi_allreduce", "hierarchical"}));
+                 "(the DDP-equivalent baseline: --codec identity --feedback none --optimizer adam --transport mpi); "
+                 "hierarchical: groups summed on their leader, the leaders' sum compressed; hierarchical_gather "
+                 "(sparse codecs): every rank's frame, gathered by the leaders (flat's sum, fewer frames between "
+                 "groups)")
+      ->check(CLI::IsMember({"codec", "mpi_allreduce", "hierarchical", "hierarchical_gather"}));
   app.add_option("--group-size", o.group_size,
-                 "hierarchical: ranks per group (consecutive ranks, the first leads); 0: LOCAL_WORLD_SIZE");
+                 "hierarchical, hierarchical_gather: ranks per group (consecutive ranks, the first leads); 0: "
+                 "LOCAL_WORLD_SIZE");
   app.add_option("--slow-rank", o.slow_rank, "this rank computes --slow-factor times slower (heterogeneous workers)");
   app.add_option("--slow-factor", o.slow_factor, "how much slower --slow-rank computes")->check(CLI::Range(1.0, 100.0));
   app.add_option("--device-us-per-image", o.device_us_per_image,

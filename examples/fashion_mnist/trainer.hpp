@@ -52,8 +52,8 @@ struct train_options {
   double ratio = 0.01;                ///< top_k, block_top_k, random_k: fraction of elements kept
   unsigned bits = 4;                  ///< maxmin_quantize: bits per element; qsgd: 2^(bits-1) - 1 levels
   std::string feedback = "residual";  ///< none, residual, ef21, momentum_correction (top_k, block_top_k; sgd)
-  std::string exchange = "codec";     ///< codec: the codec's collective; mpi_allreduce; hierarchical (by_hierarchical)
-  int group_size = 0;                 ///< hierarchical: ranks per group; 0: LOCAL_WORLD_SIZE
+  std::string exchange = "codec";  ///< codec: the codec's collective; mpi_allreduce; hierarchical, hierarchical_gather
+  int group_size = 0;              ///< hierarchical: ranks per group; 0: LOCAL_WORLD_SIZE
   std::vector<std::size_t>
       batches{};              ///< per-worker batch sizes (heterogeneous workers); empty: `batch` on every worker
   bool plan_batches = false;  ///< measure every worker's compute and split `batch` x workers with allocate_batches
@@ -422,13 +422,20 @@ train_result train_codec(C codec, any_transport transport, data const& d, train_
               "--feedback momentum_correction keeps DGC's momentum, so the optimizer must keep none: "
               "use --optimizer sgd (it runs without momentum), or --feedback residual with --optimizer {}",
               o.optimizer);
-        } else if (o.exchange == "hierarchical") {
+        } else if (o.exchange == "hierarchical" || o.exchange == "hierarchical_gather") {
 #if FASHION_MNIST_HIERARCHICAL
           // Two tiers (groups on a fast path, leaders on the thin link): one more pipeline, with Adam.
-          if constexpr (std::is_same_v<O, sluice::adam> && !dgc)
+          if constexpr (std::is_same_v<O, sluice::adam> && !dgc) {
+            sluice::require(o.exchange == "hierarchical" || sluice::codec_traits<C>::is_sparse,
+                            sluice::errc::invalid_argument,
+                            "--exchange hierarchical_gather gathers sparse frames: use --codec top_k, block_top_k "
+                            "or random_k, or --exchange hierarchical");
             return train(std::move(codec), feedback, optimizer, std::move(transport), d, o,
-                         sluice::by_hierarchical{.group_size = o.group_size});
-          else
+                         sluice::by_hierarchical{.group_size = o.group_size,
+                                                 .sparse = o.exchange == "hierarchical"
+                                                               ? sluice::hierarchical_sparse::sum_on_leader
+                                                               : sluice::hierarchical_sparse::gather_frames});
+          } else
             sluice::throw_error(sluice::errc::unsupported,
                                 "--exchange hierarchical is compiled with --optimizer adam and --feedback none or "
                                 "residual only (one more pipeline)");

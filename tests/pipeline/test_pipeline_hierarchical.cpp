@@ -24,12 +24,15 @@ using namespace sluice::test;
 // parameters after synchronize().
 template <class C, class F, class O, class Choice>
 std::vector<model_params> train(int n, C codec, F feedback, O opt, Choice choice, unsigned staleness, int steps,
-                                std::vector<std::size_t> const& batches = {}) {
+                                std::vector<std::size_t> const& batches = {},
+                                pipeline_options const& options = small_buckets()) {
   std::vector<model_params> out(static_cast<std::size_t>(n), model_params(model()));
   auto errors = test::run_local(n, [&](local_transport& ep) {
     int const r = ep.rank();
     model_params p(model());
-    pipeline pipe{codec, feedback, opt, ep, small_buckets(staleness), choice};
+    pipeline_options o = options;
+    o.staleness = staleness;
+    pipeline pipe{codec, feedback, opt, ep, o, choice};
     auto spans = p.spans();
     pipe.attach(model(), spans);
     if (!batches.empty()) pipe.set_batch_sizes(batches);
@@ -74,6 +77,37 @@ TEST_CASE("hierarchical: compressed between leaders with feedback on the group's
   check(train(3, top_k{.ratio = 0.05}, residual{}, sgd{.lr = 0.1}, by_hierarchical{.group_size = 3}, 0, 4));
 }
 
+TEST_CASE("hierarchical, gathered frames: flat's sum bit for bit, every sparse codec, staleness and group shape") {
+  // Nothing bypasses compression, so every bucket is a sparse codec's: flat sums them by the
+  // sparse allgather, and the gathered frames must give the same bits.
+  pipeline_options o = small_buckets();
+  o.bucketing.bypass_below_elements = 0;
+  o.bucketing.bypass_max_dims = 0;
+  auto const same = [&](auto codec, auto opt, int n, int g, unsigned s, bool sparse_apply) {
+    CAPTURE(n);
+    CAPTURE(g);
+    CAPTURE(s);
+    CAPTURE(sparse_apply);
+    pipeline_options x = o;
+    x.sparse_apply = sparse_apply;
+    auto const gathered =
+        train(n, codec, residual{}, opt, by_hierarchical{.group_size = g, .sparse = hierarchical_sparse::gather_frames},
+              s, 5, {}, x);
+    auto const flat = train(n, codec, residual{}, opt, by_sparse_allgather{}, s, 5, {}, x);
+    check_replicas(gathered);
+    CHECK(gathered[0] == flat[0]);
+    CHECK(gathered[0] != model_params(model()));
+  };
+  same(top_k{.ratio = 0.05}, adam{.lr = 1e-2}, 4, 2, 1, false);
+  same(top_k{.ratio = 0.05}, sgd{.lr = 0.1}, 4, 3, 0, true);          // groups {0,1,2},{3}
+  same(block_top_k{.ratio = 0.05}, adam{.lr = 1e-2}, 5, 2, 2, true);  // three leaders: frames relayed on
+  same(random_k{.ratio = 0.05}, sgd{.lr = 0.1}, 3, 3, 1, false);      // one group
+  // The leader's sum is another computation: it does not give flat's bits.
+  CHECK(
+      train(4, top_k{.ratio = 0.05}, residual{}, adam{.lr = 1e-2}, by_hierarchical{.group_size = 2}, 1, 5, {}, o)[0] !=
+      train(4, top_k{.ratio = 0.05}, residual{}, adam{.lr = 1e-2}, by_sparse_allgather{}, 1, 5, {}, o)[0]);
+}
+
 TEST_CASE("hierarchical: groups from LOCAL_WORLD_SIZE, or a clear error without it") {
   ::setenv("LOCAL_WORLD_SIZE", "2", 1);
   auto const p = train(4, top_k{.ratio = 0.05}, residual{}, sgd{.lr = 0.1}, by_hierarchical{}, 0, 3);
@@ -85,35 +119,42 @@ TEST_CASE("hierarchical: groups from LOCAL_WORLD_SIZE, or a clear error without 
 }
 
 TEST_CASE("hierarchical: a killed member or leader makes every rank fail, no hang") {
-  for (int dying : {1, 2}) {  // a member of group 0, the leader of group 1
-    CAPTURE(dying);
-    auto errors = test::run_local(4, [&](local_transport& ep) {
-      model_params p(model());
-      pipeline_options o = small_buckets(1);
-      o.timeout = std::chrono::milliseconds(2'000);
-      pipeline pipe{top_k{.ratio = 0.05}, residual{}, adam{.lr = 1e-2}, ep, o, by_hierarchical{.group_size = 2}};
-      auto spans = p.spans();
-      pipe.attach(model(), spans);
-      std::vector<std::vector<float>> g;
-      for (std::uint64_t s = 0; s < 20; ++s) {
-        if (ep.rank() == dying && s == 2) {
-          pipe.transport().kill();
-          throw error(errc::peer_lost, "killed itself");
+  for (auto sparse : {hierarchical_sparse::sum_on_leader, hierarchical_sparse::gather_frames})
+    for (int dying : {1, 2}) {  // a member of group 0, the leader of group 1
+      CAPTURE(dying);
+      CAPTURE(static_cast<int>(sparse));
+      auto errors = test::run_local(4, [&](local_transport& ep) {
+        model_params p(model());
+        pipeline_options o = small_buckets(1);
+        o.timeout = std::chrono::milliseconds(2'000);
+        pipeline pipe{top_k{.ratio = 0.05},
+                      residual{},
+                      adam{.lr = 1e-2},
+                      ep,
+                      o,
+                      by_hierarchical{.group_size = 2, .sparse = sparse}};
+        auto spans = p.spans();
+        pipe.attach(model(), spans);
+        std::vector<std::vector<float>> g;
+        for (std::uint64_t s = 0; s < 20; ++s) {
+          if (ep.rank() == dying && s == 2) {
+            pipe.transport().kill();
+            throw error(errc::peer_lost, "killed itself");
+          }
+          gradients(ep.rank(), s, p, g);
+          pipe.step(views(g));
         }
-        gradients(ep.rank(), s, p, g);
-        pipe.step(views(g));
-      }
-      pipe.synchronize();
-    });
-    for (auto const& e : errors) {
-      REQUIRE(e);
-      try {
-        std::rethrow_exception(e);
-      } catch (error const& x) {
-        CHECK((x.code() == errc::peer_lost || x.code() == errc::timeout));
+        pipe.synchronize();
+      });
+      for (auto const& e : errors) {
+        REQUIRE(e);
+        try {
+          std::rethrow_exception(e);
+        } catch (error const& x) {
+          CHECK((x.code() == errc::peer_lost || x.code() == errc::timeout));
+        }
       }
     }
-  }
 }
 
 TEST_CASE("set_batch_sizes: the average is sum b_r g_r / sum b; equal batches change no bit") {

@@ -71,11 +71,12 @@ inline void sparse_from_dense(std::span<float const> dense, sparse_buffer<float>
 
 /// What an exchange strategy is told about its bucket.
 struct bucket_info {
-  std::size_t id = 0;        ///< bucket id
-  std::size_t elements = 0;  ///< fp32 elements
-  int world = 1;             ///< ranks
-  int rank = 0;              ///< this rank
-  int group_size = 1;        ///< ranks per group (by_hierarchical: consecutive ranks, the first leads)
+  std::size_t id = 0;          ///< bucket id
+  std::size_t elements = 0;    ///< fp32 elements
+  int world = 1;               ///< ranks
+  int rank = 0;                ///< this rank
+  int group_size = 1;          ///< ranks per group (by_hierarchical: consecutive ranks, the first leads)
+  bool gather_frames = false;  ///< by_hierarchical with a sparse codec: hierarchical_sparse::gather_frames
 };
 
 /// What encoding a bucket needs besides the codec: the feedback policy, the feedback state and
@@ -341,6 +342,139 @@ struct hierarchical_exchange {
   }
 };
 
+/// by_hierarchical with hierarchical_sparse::gather_frames: every rank encodes its own frame (its
+/// own error feedback), as by_sparse_allgather does; members send theirs to the leader, the
+/// leaders relay their groups' frames around a ring of leaders, and each leader sends its members
+/// every frame they lack. Every rank then sums the N frames in rank order, as the flat allgather
+/// does: the same bits as flat, with (N - g) / (N - 1) of its frames crossing between groups.
+template <class C>
+struct hierarchical_gather_exchange {
+  sparse_allgather_exchange<C> own{};  // the encode, and the frames of every rank (ws.messages[j])
+  std::vector<int> leaders;
+  int leader = 0, group_end = 1, group = 1, rank = 0, world = 1, top = 0;
+
+  void size(bucket_info const& b) {
+    require(b.group_size >= 1, errc::invalid_argument, "pipeline: group size {} must be >= 1", b.group_size);
+    own.size(b);
+    group = b.group_size;
+    rank = b.rank;
+    world = b.world;
+    leader = b.rank / b.group_size * b.group_size;
+    group_end = std::min(b.world, leader + b.group_size);
+    leaders.clear();
+    for (int l = 0; l < b.world; l += b.group_size) leaders.push_back(l);
+    top = leader / b.group_size;
+  }
+
+  template <class F>
+  std::size_t encode(bucket_encoder<F, C> const& enc, C const& codec, std::span<float const> grad,
+                     collective_context const& ctx, int r) {
+    return own.encode(enc, codec, grad, ctx, r);
+  }
+
+  template <Transport Tr, class F>
+  std::size_t exchange(Tr& t, C const& codec, collective_context const& ctx, bucket_sum& sum,
+                       bucket_encoder<F, C> const&) {
+    char const* const what = "pipeline (hierarchical, gathered frames)";
+    deadline const d = deadline::after(ctx.timeout);
+    auto& ws = own.ws;
+    auto& msgs = ws.messages;
+    wire::expectation const expect{.tensor = ctx.tensor, .step = ctx.step, .extent = own.elements};
+    auto const recv = [&](int from, message_tag tag, int origin) {
+      (void)detail::recv_message(t, from, tag, msgs[static_cast<std::size_t>(origin)], d,
+                                 {static_cast<std::uint32_t>(origin), 0}, expect, what, ctx);
+    };
+    detail::stamp(msgs[static_cast<std::size_t>(rank)], {static_cast<std::uint32_t>(rank), 0});
+    std::size_t sent = 0;
+    detail::send_set<Tr> sends(t, static_cast<std::size_t>(world));
+    auto const send = [&](int to, message_tag tag, int origin) {
+      auto const& m = msgs[static_cast<std::size_t>(origin)];
+      sends.start(to, tag, m, what, ctx);
+      sent += m.size();
+    };
+    if (rank != leader) {  // my frame to the leader, every other frame from it
+      send(leader, ctx.tag, rank);
+      for (int j = 0; j < world; ++j)
+        if (j != rank) recv(leader, ctx.tag + 1, j);
+    } else {
+      for (int m = leader + 1; m < group_end; ++m) recv(m, ctx.tag, m);
+      // Around the ring of leaders: pass my group's frames left, then each group that arrives from
+      // the right on, unless the left leader is where it started.
+      auto const l = static_cast<int>(leaders.size());
+      int const left = leaders[static_cast<std::size_t>((top + l - 1) % l)];
+      int const right = leaders[static_cast<std::size_t>((top + 1) % l)];
+      auto const group_end_of = [&](int first) { return std::min(world, first + group); };
+      if (l > 1)
+        for (int j = leader; j < group_end; ++j) send(left, ctx.tag + 2, j);
+      for (int k = 1; k < l; ++k) {
+        int const first = leaders[static_cast<std::size_t>((top + k) % l)];
+        for (int j = first; j < group_end_of(first); ++j) {
+          recv(right, ctx.tag + 2, j);
+          if (k + 1 < l) send(left, ctx.tag + 2, j);
+        }
+      }
+      for (int m = leader + 1; m < group_end; ++m)
+        for (int j = 0; j < world; ++j)
+          if (j != m) send(m, ctx.tag + 1, j);
+    }
+    // Every frame in hand: their sum in rank order, as the flat allgather takes it.
+    int j = 0;
+    try {
+      if (sum.sparse) {
+        ws.sum.reset(own.elements, sparse_allgather_options{}.dense_above);
+        std::size_t block = 0;
+        for (j = 0; j < world; ++j) {
+          codec.decode_sparse(detail::frame_of(msgs[static_cast<std::size_t>(j)]), ctx.for_rank(j, 0), ws.decode,
+                              ws.part);
+          require(ws.part.extent() == own.elements, errc::malformed_message, "decoded extent {} where {} was expected",
+                  ws.part.extent(), own.elements);
+          require(j == 0 || ws.part.block_size() == block, errc::malformed_message,
+                  "block size {} where {} was expected", ws.part.block_size(), block);
+          block = ws.part.block_size();
+          ws.sum.add(ws.part);
+        }
+        ws.sum.finish(sum.sparse_values);
+      } else {
+        std::fill(sum.dense.begin(), sum.dense.end(), 0.0f);
+        for (j = 0; j < world; ++j)
+          codec.decode_into(detail::frame_of(msgs[static_cast<std::size_t>(j)]), detail::encode_ctx(ctx, j, 0),
+                            ws.decode, std::span<float>(sum.dense), accumulate);
+      }
+    } catch (error const& e) {
+      detail::rethrow_with(e, what, ctx, rank, j);
+    }
+    sends.wait_all(d, what, ctx);
+    return sent;
+  }
+};
+
+/// by_hierarchical for a sparse codec: the leader's sum (hierarchical_sparse::sum_on_leader) or
+/// the gathered frames (gather_frames), as bucket_info says.
+template <class C>
+struct hierarchical_sparse_exchange {
+  hierarchical_exchange<C, sparse_allgather_exchange<C>> summed{};
+  hierarchical_gather_exchange<C> gathered{};
+  bool gather = false;
+
+  void size(bucket_info const& b) {
+    gather = b.gather_frames;
+    if (gather)
+      gathered.size(b);
+    else
+      summed.size(b);
+  }
+  template <class F>
+  std::size_t encode(bucket_encoder<F, C> const& enc, C const& codec, std::span<float const> grad,
+                     collective_context const& ctx, int r) {
+    return gather ? gathered.encode(enc, codec, grad, ctx, r) : summed.encode(enc, codec, grad, ctx, r);
+  }
+  template <Transport Tr, class F>
+  std::size_t exchange(Tr& t, C const& codec, collective_context const& ctx, bucket_sum& sum,
+                       bucket_encoder<F, C> const& enc) {
+    return gather ? gathered.exchange(t, codec, ctx, sum, enc) : summed.exchange(t, codec, ctx, sum, enc);
+  }
+};
+
 namespace detail::pipeline {
 
 /// The collective tag by_codec resolves to for codec C.
@@ -375,8 +509,9 @@ struct exchange_choice<C, by_scatter_reduce_allgather> {
 };
 template <class C>
 struct exchange_choice<C, by_hierarchical> {
-  using type =
-      hierarchical_exchange<C, typename exchange_choice<C, typename resolve_collective<C, by_codec>::type>::type>;
+  using inner = typename exchange_choice<C, typename resolve_collective<C, by_codec>::type>::type;
+  using type = std::conditional_t<std::is_same_v<inner, sparse_allgather_exchange<C>>, hierarchical_sparse_exchange<C>,
+                                  hierarchical_exchange<C, inner>>;
 };
 
 /// The exchange of buckets that bypass compression.

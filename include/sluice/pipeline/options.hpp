@@ -36,8 +36,19 @@ struct by_mpi_allreduce {};
 /// be smaller), each summed on its leader (the group's first rank) over the fast path; the leaders
 /// run the codec's exchange, with error feedback on the group's sum, over the thin link, and send
 /// the result to their members. group_size 0: LOCAL_WORLD_SIZE from the launcher (torchrun's).
+///
+/// What crosses the thin link for a sparse codec (`codec_traits<C>::is_sparse`: top_k, random_k,
+/// block_top_k, threshold); the other codecs always compress the leader's sum.
+enum class hierarchical_sparse : std::uint8_t {
+  sum_on_leader,  ///< members send fp32 gradients; the leader compresses the group's sum with its own error feedback:
+                  ///< one frame per group crosses the link (the fewest bytes)
+  gather_frames   ///< every rank compresses its own gradient with its own error feedback, as flat does; each leader
+                  ///< gathers its group's frames, the leaders relay them to each other and to their members: flat's
+                  ///< sum bit for bit (flat's steps), no fp32 hop, (N - g) / (N - 1) of flat's frames on the link
+};
 struct by_hierarchical {
   int group_size = 0;  ///< ranks per group, >= 1; 0: the environment's LOCAL_WORLD_SIZE
+  hierarchical_sparse sparse = hierarchical_sparse::sum_on_leader;  ///< sparse codecs: what the leaders exchange
   friend bool operator==(by_hierarchical const&, by_hierarchical const&) = default;
 };
 

@@ -79,7 +79,7 @@ class pipeline : detail::pipeline::machinery<C, F, O, T, Collective> {
 
   pipeline(C codec, F feedback, O optimizer, T&& transport, pipeline_options options = {}, Collective choice = {})
       : machinery(std::move(codec), std::move(feedback), std::move(optimizer), std::forward<T>(transport), options,
-                  rules::group_size(choice)) {
+                  rules::group_size(choice), rules::gather_frames(choice)) {
     rules::validate(codec_, feedback_, opt_, options_);
     detail::pipeline::check_scheduling(options_.scheduling);
   }
@@ -354,12 +354,12 @@ class pipeline : detail::pipeline::machinery<C, F, O, T, Collective> {
   using typename machinery::bucket;
   // The machinery's buffers and loops (detail/machinery.hpp), by name.
   using machinery::codec_, machinery::in_force_, machinery::weight_, machinery::batches_id_, machinery::feedback_,
-      machinery::opt_, machinery::t_, machinery::options_, machinery::group_size_, machinery::layout_, machinery::plan_,
-      machinery::attached_, machinery::run_, machinery::params_, machinery::flat_, machinery::ahead_,
-      machinery::buckets_, machinery::fstate_, machinery::master_, machinery::grads_, machinery::reported_,
-      machinery::handed_, machinery::owned_grads_, machinery::finite_, machinery::reported_count_, machinery::begun_,
-      machinery::lent_, machinery::pending_, machinery::ready_, machinery::step_, machinery::published_,
-      machinery::hook_, machinery::stages_;
+      machinery::opt_, machinery::t_, machinery::options_, machinery::group_size_, machinery::gather_frames_,
+      machinery::layout_, machinery::plan_, machinery::attached_, machinery::run_, machinery::params_, machinery::flat_,
+      machinery::ahead_, machinery::buckets_, machinery::fstate_, machinery::master_, machinery::grads_,
+      machinery::reported_, machinery::handed_, machinery::owned_grads_, machinery::finite_, machinery::reported_count_,
+      machinery::begun_, machinery::lent_, machinery::pending_, machinery::ready_, machinery::step_,
+      machinery::published_, machinery::hook_, machinery::stages_;
   using machinery::encode_loop, machinery::exchange_loop, machinery::apply_loop;
 
   // Runs a trainer's call that lends gradients: if it throws, no read of them runs any more when
@@ -381,6 +381,11 @@ class pipeline : detail::pipeline::machinery<C, F, O, T, Collective> {
 
   // The policies, options and world size, by their fields (never their printed form).
   [[nodiscard]] std::uint64_t config_id() const {
+    // Gathered frames sum as flat does, the leader's sum otherwise: checkpoints of one do not
+    // restore into the other (the hash of the leader's sum is the one it had before the choice).
+    if (gather_frames_)
+      return serial::hash_of(codec_, feedback_, opt_, t_.size(), options_, rules::collective_id, group_size_,
+                             "gather_frames");
     return serial::hash_of(codec_, feedback_, opt_, t_.size(), options_, rules::collective_id, group_size_);
   }
   [[nodiscard]] detail::pipeline::checkpoint_shape shape() const {
@@ -399,9 +404,9 @@ class pipeline : detail::pipeline::machinery<C, F, O, T, Collective> {
 
   void build_buffers() {
     flat_ = detail::pipeline::flat_plan(layout_, plan_);
-    auto set = detail::pipeline::make_buckets<bucket>(flat_, layout_, opt_, t_.size(), t_.rank(), group_size_,
-                                                      dense_exchange, rules::sparse_result && options_.sparse_apply,
-                                                      codec_traits<C>::block_size);
+    auto set = detail::pipeline::make_buckets<bucket>(
+        flat_, layout_, opt_, t_.size(), t_.rank(), group_size_, gather_frames_, dense_exchange,
+        rules::sparse_result && options_.sparse_apply, codec_traits<C>::block_size);
     buckets_ = std::move(set.buckets);
     fstate_ = std::make_unique<feedback_state>(feedback_, set.extents, set.names);
     master_.assign(flat_.size(), 0.0f);

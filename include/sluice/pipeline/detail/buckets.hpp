@@ -43,7 +43,8 @@ struct bucket_set {
 /// the codec's exchange, with a sparse sum when `sparse_sum`.
 template <class Bucket, class O>
 bucket_set<Bucket> make_buckets(flat_plan const& flat, layout const& l, O const& opt, int world, int rank,
-                                int group_size, bool all_dense, bool sparse_sum, std::size_t block) {
+                                int group_size, bool gather_frames, bool all_dense, bool sparse_sum,
+                                std::size_t block) {
   bucket_set<Bucket> set;
   for (std::size_t b = 0; b < flat.buckets().size(); ++b) {
     auto const& r = flat.buckets()[b];
@@ -52,7 +53,12 @@ bucket_set<Bucket> make_buckets(flat_plan const& flat, layout const& l, O const&
     bk.elements = r.elements;
     bk.chunks = r.chunks;
     bk.compressed = r.compressed && !all_dense;
-    bucket_info const info{.id = r.id, .elements = r.elements, .world = world, .rank = rank, .group_size = group_size};
+    bucket_info const info{.id = r.id,
+                           .elements = r.elements,
+                           .world = world,
+                           .rank = rank,
+                           .group_size = group_size,
+                           .gather_frames = gather_frames};
     if (bk.compressed)
       bk.cx.size(info);
     else

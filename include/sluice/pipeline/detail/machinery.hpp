@@ -42,13 +42,15 @@ class machinery : public rules<C, F, O, T, Collective> {
   using bucket = detail::pipeline::bucket<C, O, Collective>;
   using clock = detail::pipeline::clock;
 
-  machinery(C codec, F feedback, O optimizer, T&& transport, pipeline_options options, int group_size)
+  machinery(C codec, F feedback, O optimizer, T&& transport, pipeline_options options, int group_size,
+            bool gather_frames)
       : codec_(std::move(codec)),
         feedback_(std::move(feedback)),
         opt_(std::move(optimizer)),
         t_(std::forward<T>(transport)),
         options_(options),
-        group_size_(group_size) {}
+        group_size_(group_size),
+        gather_frames_(gather_frames) {}
   machinery(machinery const&) = delete;
   machinery& operator=(machinery const&) = delete;
   ~machinery() = default;  // the pipeline stops the stages first
@@ -198,7 +200,8 @@ class machinery : public rules<C, F, O, T, Collective> {
   O opt_;
   T t_;
   pipeline_options options_;
-  int group_size_ = 1;  // by_hierarchical: ranks per group
+  int group_size_ = 1;          // by_hierarchical: ranks per group
+  bool gather_frames_ = false;  // by_hierarchical, sparse codec: hierarchical_sparse::gather_frames
   layout layout_{};
   bucket_plan plan_{};
   bool attached_ = false;

@@ -98,6 +98,14 @@ struct rules {
       "sluice::pipeline: momentum_correction (DGC) accumulates momentum before selection, so the optimizer "
       "must not keep its own; use sluice::sgd{} with momentum = 0, or sluice::residual{} with this optimizer");
 
+  /// by_hierarchical with hierarchical_sparse::gather_frames and a sparse codec (others ignore it).
+  static bool gather_frames(Collective const& choice) {
+    if constexpr (hierarchical_exchange && codec_traits<C>::is_sparse)
+      return choice.sparse == hierarchical_sparse::gather_frames;
+    else
+      return ((void)choice, false);
+  }
+
   /// Ranks per group of by_hierarchical (the value's, or the launcher's LOCAL_WORLD_SIZE); 1 otherwise.
   static int group_size(Collective const& choice) {
     if constexpr (hierarchical_exchange) {
