@@ -10,8 +10,9 @@
 #                                        # with FASHION_MNIST_HIERARCHICAL=ON
 # Knobs: RATES ("100mbit 1gbit"), CONFIGS ("block_top_k ring_dense"; also block_top_k2: 2 %, maxmin4,
 # ddp: PyTorch DDP, flat),
-# EXCHANGES ("codec hierarchical"), TARGET (0.88), EPOCHS (15), SEED (1: the data order and initial
-# weights; runs with another seed are named ...-sSEED); NETNS_PREFIX and NETNS_SUBNET as scripts/netns.sh.
+# EXCHANGES ("codec hierarchical"; also hierarchical_gather: a sparse codec's frames gathered by
+# the leaders), TARGET (0.88), EPOCHS (15), SEED (1: the data order and initial weights; runs with
+# another seed are named ...-sSEED); NETNS_PREFIX and NETNS_SUBNET as scripts/netns.sh.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 build=$(realpath "${1:?usage: scripts/bench-tiers.sh BUILD_DIR}")

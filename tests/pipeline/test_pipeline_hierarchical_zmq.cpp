@@ -1,7 +1,8 @@
 // The two-tier pipeline (by_hierarchical) over ZeroMQ processes on loopback, 4 ranks in 2 groups
 // of 2: with per-rank batch sizes the parameters equal the reference p - sum_r b_r g_r / sum b
 // (computed in double on every rank) and the replicas are bit-identical across processes; a member
-// or a leader that dies mid-step leaves every other rank with peer_lost or timeout, no hang.
+// or a leader that dies mid-step leaves every other rank with peer_lost or timeout, no hang; with
+// gathered frames a sparse codec leaves flat's bits.
 #include "support/spawn.hpp"
 
 #include <chrono>
@@ -77,6 +78,37 @@ SLUICE_CHILD_SCENARIO(tiers_sum) {
   return 0;
 }
 
+// top_k through the two tiers with gathered frames (SLUICE_TEST_GATHER=1), or flat through the
+// sparse allgather: nothing bypasses compression, so both must leave the same bits.
+SLUICE_CHILD_SCENARIO(tiers_frames) {
+  bool const gather = std::getenv("SLUICE_TEST_GATHER")[0] == '1';
+  zmq_transport t;
+  int const r = t.rank();
+  test::model_params p(test::model());
+  pipeline_options o = test::small_buckets(1);
+  o.bucketing.bypass_below_elements = 0;
+  o.bucketing.bypass_max_dims = 0;
+  auto const train = [&](auto choice) {
+    pipeline pipe{top_k{.ratio = 0.05}, residual{}, adam{.lr = 1e-2}, t, o, choice};
+    auto spans = p.spans();
+    pipe.attach(test::model(), spans);
+    std::vector<std::vector<float>> g;
+    for (int s = 0; s < steps; ++s) {
+      test::gradients(r, static_cast<std::uint64_t>(s), p, g);
+      pipe.step(test::views(g));
+    }
+    pipe.synchronize();
+  };
+  if (gather)
+    train(by_hierarchical{.group_size = ranks_per_group, .sparse = hierarchical_sparse::gather_frames});
+  else
+    train(by_sparse_allgather{});
+  std::ofstream out(dir() / (std::string(gather ? "gathered." : "flat.") + std::to_string(r)), std::ios::binary);
+  for (auto const& x : p.tensors)
+    out.write(reinterpret_cast<char const*>(x.data()), static_cast<std::streamsize>(x.size() * sizeof(float)));
+  return 0;
+}
+
 // Rank SLUICE_TEST_DYING (1: a member of group 0; 2: the leader of group 1) exits in the middle of
 // step 2 without closing anything; every other rank must raise peer_lost or timeout in time.
 SLUICE_CHILD_SCENARIO(tiers_dies) {
@@ -86,8 +118,15 @@ SLUICE_CHILD_SCENARIO(tiers_dies) {
   test::model_params p(test::model());
   pipeline_options o = test::small_buckets(1);
   o.timeout = 5s;
+  bool const gather = std::getenv("SLUICE_TEST_GATHER")[0] == '1';
   pipeline pipe{
-      top_k{.ratio = 0.05}, residual{}, adam{.lr = 1e-2}, t, o, by_hierarchical{.group_size = ranks_per_group}};
+      top_k{.ratio = 0.05},
+      residual{},
+      adam{.lr = 1e-2},
+      t,
+      o,
+      by_hierarchical{.group_size = ranks_per_group,
+                      .sparse = gather ? hierarchical_sparse::gather_frames : hierarchical_sparse::sum_on_leader}};
   auto spans = p.spans();
   pipe.attach(test::model(), spans);
   return test::run_until_peer_dies(pipe, r, dying, p);
@@ -104,10 +143,27 @@ TEST_CASE("hierarchical over ZeroMQ processes: the weighted reference sum, repli
   std::filesystem::remove_all(tmp);
 }
 
+TEST_CASE("hierarchical over ZeroMQ processes: gathered frames leave flat's bits on every rank") {
+  auto const tmp = std::filesystem::temp_directory_path() / ("sluice-frames-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(tmp);
+  for (char const* gather : {"0", "1"})
+    for (int c : test::spawn_ranks("tiers_frames", world, 120s,
+                                   {"SLUICE_TEST_DIR=" + tmp.string(), std::string("SLUICE_TEST_GATHER=") + gather}))
+      CHECK(c == 0);
+  auto const flat = read_file(tmp / "flat.0");
+  CHECK(flat.size() == test::model().total_elements() * sizeof(float));
+  for (int r = 0; r < world; ++r) CHECK(read_file(tmp / ("gathered." + std::to_string(r))) == flat);
+  std::filesystem::remove_all(tmp);
+}
+
 TEST_CASE("hierarchical over ZeroMQ processes: a member or a leader dying mid-step -> every other rank raises") {
-  for (char const* dying : {"1", "2"}) {
-    CAPTURE(dying);
-    auto const codes = test::spawn_ranks("tiers_dies", world, 90s, {std::string("SLUICE_TEST_DYING=") + dying});
-    for (int c : codes) CHECK(c == 0);
-  }
+  for (char const* gather : {"0", "1"})
+    for (char const* dying : {"1", "2"}) {
+      CAPTURE(gather);
+      CAPTURE(dying);
+      auto const codes =
+          test::spawn_ranks("tiers_dies", world, 90s,
+                            {std::string("SLUICE_TEST_DYING=") + dying, std::string("SLUICE_TEST_GATHER=") + gather});
+      for (int c : codes) CHECK(c == 0);
+    }
 }
