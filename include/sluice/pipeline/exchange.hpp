@@ -229,30 +229,45 @@ struct scatter_reduce_allgather_exchange {
   }
 };
 
+/// Where a rank sits among by_hierarchical's groups: consecutive ranks of group_size, the first of
+/// each leads; `top` is its group's place among the leaders.
+struct rank_groups {
+  int rank = 0, world = 1, size = 1, leader = 0, end = 1, top = 0;
+  std::vector<int> leaders;  // the leaders' ranks, in order
+
+  void assign(bucket_info const& b) {
+    require(b.group_size >= 1, errc::invalid_argument, "pipeline: group size {} must be >= 1", b.group_size);
+    rank = b.rank;
+    world = b.world;
+    size = b.group_size;
+    leader = b.rank / b.group_size * b.group_size;
+    end = std::min(b.world, leader + b.group_size);
+    leaders.clear();
+    for (int l = 0; l < b.world; l += b.group_size) leaders.push_back(l);
+    top = leader / b.group_size;
+  }
+  [[nodiscard]] bool leads() const noexcept { return rank == leader; }
+  /// One past the last rank of the group that `first` leads.
+  [[nodiscard]] int end_of(int first) const noexcept { return std::min(world, first + size); }
+};
+
 /// by_hierarchical: every member sends its fp32 gradient to its group's leader over the fast
 /// path; the leader sums its group in rank order, compensates and encodes the sum with its own
 /// error feedback, runs `Inner` (the codec's exchange, or the dense ring for bypassed buckets)
 /// with the other leaders over the thin link, and sends the result to its members, bit for bit.
 template <class C, class Inner>
 struct hierarchical_exchange {
-  Inner top{};               // among the leaders
-  std::vector<int> leaders;  // inner ranks of the group leaders
-  int leader = 0, group_end = 1, rank = 0, top_rank = 0;
+  Inner top{};  // among the leaders
+  rank_groups g{};
   std::vector<std::byte> send{}, recv{};
   std::vector<float> acc{};  // the leader's group sum
   codec_workspace<identity, float> dense{};
   bucket_sum total{};  // the dense sum, when the bucket's sum is sparse (every rank derives it alike)
 
   void size(bucket_info const& b) {
-    require(b.group_size >= 1, errc::invalid_argument, "pipeline: group size {} must be >= 1", b.group_size);
-    rank = b.rank;
-    leader = b.rank / b.group_size * b.group_size;
-    group_end = std::min(b.world, leader + b.group_size);
-    leaders.clear();
-    for (int l = 0; l < b.world; l += b.group_size) leaders.push_back(l);
-    top_rank = leader / b.group_size;
-    top.size({.id = b.id, .elements = b.elements, .world = static_cast<int>(leaders.size()), .rank = top_rank});
-    acc.assign(rank == leader ? b.elements : 0, 0.0f);
+    g.assign(b);
+    top.size({.id = b.id, .elements = b.elements, .world = static_cast<int>(g.leaders.size()), .rank = g.top});
+    acc.assign(g.leads() ? b.elements : 0, 0.0f);
     total.size(b.elements, false, 1);
   }
 
@@ -261,11 +276,11 @@ struct hierarchical_exchange {
   std::size_t encode(bucket_encoder<F, C> const& enc, C const&, std::span<float const> grad,
                      collective_context const& ctx, int) {
     require_finite_unless_propagated(enc, grad);
-    if (rank == leader) {
+    if (g.leads()) {
       std::copy(grad.begin(), grad.end(), acc.begin());
     } else {
-      detail::encode_into(identity{}, grad, ctx.for_rank(rank), dense, send);
-      detail::stamp(send, {static_cast<std::uint32_t>(rank), 0});
+      detail::encode_into(identity{}, grad, ctx.for_rank(g.rank), dense, send);
+      detail::stamp(send, {static_cast<std::uint32_t>(g.rank), 0});
     }
     return grad.size() * sizeof(float);
   }
@@ -292,39 +307,39 @@ struct hierarchical_exchange {
                                          .step = ctx.step,
                                          .extent = n,
                                          .sections = 1};
-    if (rank != leader) {
+    if (!g.leads()) {
       detail::pending_send<Tr> out(t);
-      out.start(leader, ctx.tag, send, what, ctx);
-      auto f = detail::recv_frame(t, leader, ctx.tag + 1, recv, d, {static_cast<std::uint32_t>(leader), 0},
+      out.start(g.leader, ctx.tag, send, what, ctx);
+      auto f = detail::recv_frame(t, g.leader, ctx.tag + 1, recv, d, {static_cast<std::uint32_t>(g.leader), 0},
                                   dense_expect, what, ctx);
       try {
         wire::read_array(f.section(0), std::span<float>(sum.dense), "hierarchical result");
       } catch (error const& e) {
-        detail::rethrow_with(e, what, ctx, rank, leader);
+        detail::rethrow_with(e, what, ctx, g.rank, g.leader);
       }
       out.wait(d, what, ctx);
       return send.size();
     }
-    for (int m = leader + 1; m < group_end; ++m) {
+    for (int m = g.leader + 1; m < g.end; ++m) {
       auto const msg = detail::recv_message(t, m, ctx.tag, recv, d, {static_cast<std::uint32_t>(m), 0},
                                             {.tensor = ctx.tensor, .step = ctx.step, .extent = n}, what, ctx);
       try {
         identity{}.decode_into(msg, ctx.for_rank(m), dense, std::span<float>(acc), accumulate);
       } catch (error const& e) {
-        detail::rethrow_with(e, what, ctx, rank, m);
+        detail::rethrow_with(e, what, ctx, g.rank, m);
       }
     }
-    group<Tr> leaders_group(t, leaders);
+    group<Tr> leaders_group(t, g.leaders);
     collective_context top_ctx = ctx;
     top_ctx.tag = ctx.tag + 4;
     top_ctx.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(d.remaining());
     std::size_t sent = 0;
     auto sum_enc = enc;
     sum_enc.finite = false;  // a sum of finite gradients may overflow: the feedback checks it
-    if (top.encode(sum_enc, codec, std::span<float const>(acc), top_ctx, top_rank) == 0 && n > 0)
+    if (top.encode(sum_enc, codec, std::span<float const>(acc), top_ctx, g.top) == 0 && n > 0)
       throw_error(errc::non_finite, "the feedback skipped the group's sum");
     sent += top.exchange(leaders_group, codec, top_ctx, sum, enc);
-    if (group_end - leader > 1) {
+    if (g.end - g.leader > 1) {
       detail::write_dense_frame(send, std::span<float const>(sum.dense),
                                 {.codec = wire::codec_id::dense,
                                  .element = element_type::f32,
@@ -332,11 +347,11 @@ struct hierarchical_exchange {
                                  .tensor = ctx.tensor,
                                  .step = ctx.step,
                                  .extent = n});
-      detail::stamp(send, {static_cast<std::uint32_t>(rank), 0});
-      detail::send_set<Tr> sends(t, static_cast<std::size_t>(group_end - leader));
-      for (int m = leader + 1; m < group_end; ++m) sends.start(m, ctx.tag + 1, send, what, ctx);
+      detail::stamp(send, {static_cast<std::uint32_t>(g.rank), 0});
+      detail::send_set<Tr> sends(t, static_cast<std::size_t>(g.end - g.leader));
+      for (int m = g.leader + 1; m < g.end; ++m) sends.start(m, ctx.tag + 1, send, what, ctx);
       sends.wait_all(d, what, ctx);
-      sent += send.size() * static_cast<std::size_t>(group_end - leader - 1);
+      sent += send.size() * static_cast<std::size_t>(g.end - g.leader - 1);
     }
     return sent;
   }
@@ -350,20 +365,11 @@ struct hierarchical_exchange {
 template <class C>
 struct hierarchical_gather_exchange {
   sparse_allgather_exchange<C> own{};  // the encode, and the frames of every rank (ws.messages[j])
-  std::vector<int> leaders;
-  int leader = 0, group_end = 1, group = 1, rank = 0, world = 1, top = 0;
+  rank_groups g{};
 
   void size(bucket_info const& b) {
-    require(b.group_size >= 1, errc::invalid_argument, "pipeline: group size {} must be >= 1", b.group_size);
+    g.assign(b);
     own.size(b);
-    group = b.group_size;
-    rank = b.rank;
-    world = b.world;
-    leader = b.rank / b.group_size * b.group_size;
-    group_end = std::min(b.world, leader + b.group_size);
-    leaders.clear();
-    for (int l = 0; l < b.world; l += b.group_size) leaders.push_back(l);
-    top = leader / b.group_size;
   }
 
   template <class F>
@@ -384,37 +390,36 @@ struct hierarchical_gather_exchange {
       (void)detail::recv_message(t, from, tag, msgs[static_cast<std::size_t>(origin)], d,
                                  {static_cast<std::uint32_t>(origin), 0}, expect, what, ctx);
     };
-    detail::stamp(msgs[static_cast<std::size_t>(rank)], {static_cast<std::uint32_t>(rank), 0});
+    detail::stamp(msgs[static_cast<std::size_t>(g.rank)], {static_cast<std::uint32_t>(g.rank), 0});
     std::size_t sent = 0;
-    detail::send_set<Tr> sends(t, static_cast<std::size_t>(world));
+    detail::send_set<Tr> sends(t, static_cast<std::size_t>(g.world));
     auto const send = [&](int to, message_tag tag, int origin) {
       auto const& m = msgs[static_cast<std::size_t>(origin)];
       sends.start(to, tag, m, what, ctx);
       sent += m.size();
     };
-    if (rank != leader) {  // my frame to the leader, every other frame from it
-      send(leader, ctx.tag, rank);
-      for (int j = 0; j < world; ++j)
-        if (j != rank) recv(leader, ctx.tag + 1, j);
+    if (!g.leads()) {  // my frame to the leader, every other frame from it
+      send(g.leader, ctx.tag, g.rank);
+      for (int j = 0; j < g.world; ++j)
+        if (j != g.rank) recv(g.leader, ctx.tag + 1, j);
     } else {
-      for (int m = leader + 1; m < group_end; ++m) recv(m, ctx.tag, m);
+      for (int m = g.leader + 1; m < g.end; ++m) recv(m, ctx.tag, m);
       // Around the ring of leaders: pass my group's frames left, then each group that arrives from
       // the right on, unless the left leader is where it started.
-      auto const l = static_cast<int>(leaders.size());
-      int const left = leaders[static_cast<std::size_t>((top + l - 1) % l)];
-      int const right = leaders[static_cast<std::size_t>((top + 1) % l)];
-      auto const group_end_of = [&](int first) { return std::min(world, first + group); };
+      auto const l = static_cast<int>(g.leaders.size());
+      int const left = g.leaders[static_cast<std::size_t>((g.top + l - 1) % l)];
+      int const right = g.leaders[static_cast<std::size_t>((g.top + 1) % l)];
       if (l > 1)
-        for (int j = leader; j < group_end; ++j) send(left, ctx.tag + 2, j);
+        for (int j = g.leader; j < g.end; ++j) send(left, ctx.tag + 2, j);
       for (int k = 1; k < l; ++k) {
-        int const first = leaders[static_cast<std::size_t>((top + k) % l)];
-        for (int j = first; j < group_end_of(first); ++j) {
+        int const first = g.leaders[static_cast<std::size_t>((g.top + k) % l)];
+        for (int j = first; j < g.end_of(first); ++j) {
           recv(right, ctx.tag + 2, j);
           if (k + 1 < l) send(left, ctx.tag + 2, j);
         }
       }
-      for (int m = leader + 1; m < group_end; ++m)
-        for (int j = 0; j < world; ++j)
+      for (int m = g.leader + 1; m < g.end; ++m)
+        for (int j = 0; j < g.world; ++j)
           if (j != m) send(m, ctx.tag + 1, j);
     }
     // Every frame in hand: their sum in rank order, as the flat allgather takes it.
@@ -423,7 +428,7 @@ struct hierarchical_gather_exchange {
       if (sum.sparse) {
         ws.sum.reset(own.elements, sparse_allgather_options{}.dense_above);
         std::size_t block = 0;
-        for (j = 0; j < world; ++j) {
+        for (j = 0; j < g.world; ++j) {
           codec.decode_sparse(detail::frame_of(msgs[static_cast<std::size_t>(j)]), ctx.for_rank(j, 0), ws.decode,
                               ws.part);
           require(ws.part.extent() == own.elements, errc::malformed_message, "decoded extent {} where {} was expected",
@@ -436,12 +441,12 @@ struct hierarchical_gather_exchange {
         ws.sum.finish(sum.sparse_values);
       } else {
         std::fill(sum.dense.begin(), sum.dense.end(), 0.0f);
-        for (j = 0; j < world; ++j)
+        for (j = 0; j < g.world; ++j)
           codec.decode_into(detail::frame_of(msgs[static_cast<std::size_t>(j)]), detail::encode_ctx(ctx, j, 0),
                             ws.decode, std::span<float>(sum.dense), accumulate);
       }
     } catch (error const& e) {
-      detail::rethrow_with(e, what, ctx, rank, j);
+      detail::rethrow_with(e, what, ctx, g.rank, j);
     }
     sends.wait_all(d, what, ctx);
     return sent;
