@@ -291,6 +291,21 @@ void sparse_allgather_encoded(T& t, C const& codec, std::span<std::byte const> m
 
 namespace detail {
 
+// Decodes message j (from rank j's encode under `ectx`) into ws.part, checks it against the sum's
+// extent n and block size (`block`: set by the first part, when `first`), and adds it to ws.sum.
+template <class C>
+void add_sparse_part(C const& codec, std::span<std::byte const> message, encode_context const& ectx, std::size_t n,
+                     sparse_allgather_workspace<C>& ws, std::size_t& block, bool& first) {
+  codec.decode_sparse(detail::frame_of(message), ectx, ws.decode, ws.part);
+  auto const& p = ws.part;
+  require(p.extent() == n, errc::malformed_message, "decoded extent {} where {} was expected", p.extent(), n);
+  require(first || p.block_size() == block, errc::malformed_message, "block size {} where {} was expected",
+          p.block_size(), block);
+  block = p.block_size();
+  first = false;
+  ws.sum.add(ws.part);
+}
+
 // Exchanges the messages of one chunk of n elements (ws.messages[rank] holds this rank's) and sums
 // their sparse decodes in rank order as each arrives into ws.sum, finished into `out`. `block` is
 // the block size every part must share (0 on the first chunk: taken from rank 0's part).
@@ -308,18 +323,10 @@ std::size_t allgather_sum_sparse(T& t, C const& codec, std::size_t n, collective
       [&](std::size_t) { return expect; }, [] {},
       [&](std::size_t j) {  // each message is added while later ones travel
         try {
-          codec.decode_sparse(detail::frame_of(ws.messages[j]), ctx.for_rank(static_cast<int>(j), salt), ws.decode,
-                              ws.part);
-          auto const& p = ws.part;
-          require(p.extent() == n, errc::malformed_message, "decoded extent {} where {} was expected", p.extent(), n);
-          require(first || p.block_size() == block, errc::malformed_message, "block size {} where {} was expected",
-                  p.block_size(), block);
-          block = p.block_size();
-          first = false;
+          add_sparse_part(codec, ws.messages[j], ctx.for_rank(static_cast<int>(j), salt), n, ws, block, first);
         } catch (error const& e) {
           detail::rethrow_with(e, what, ctx, r, static_cast<int>(j));
         }
-        ws.sum.add(ws.part);
       });
   ws.sum.finish(out);
   return sent;

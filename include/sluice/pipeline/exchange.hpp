@@ -428,16 +428,10 @@ struct hierarchical_gather_exchange {
       if (sum.sparse) {
         ws.sum.reset(own.elements, sparse_allgather_options{}.dense_above);
         std::size_t block = 0;
-        for (j = 0; j < g.world; ++j) {
-          codec.decode_sparse(detail::frame_of(msgs[static_cast<std::size_t>(j)]), ctx.for_rank(j, 0), ws.decode,
-                              ws.part);
-          require(ws.part.extent() == own.elements, errc::malformed_message, "decoded extent {} where {} was expected",
-                  ws.part.extent(), own.elements);
-          require(j == 0 || ws.part.block_size() == block, errc::malformed_message,
-                  "block size {} where {} was expected", ws.part.block_size(), block);
-          block = ws.part.block_size();
-          ws.sum.add(ws.part);
-        }
+        bool first = true;
+        for (j = 0; j < g.world; ++j)
+          detail::add_sparse_part(codec, msgs[static_cast<std::size_t>(j)], ctx.for_rank(j, 0), own.elements, ws, block,
+                                  first);
         ws.sum.finish(sum.sparse_values);
       } else {
         std::fill(sum.dense.begin(), sum.dense.end(), 0.0f);
